@@ -1,0 +1,118 @@
+/**
+ * Coercion of stored strings to exported values. Pure and import-free: the sandbox bundle uses the same function for
+ * `$.value`, so the host and the sandbox can never disagree.
+ *
+ * Rules (semantics.md, "The pipeline and the export"):
+ * - the string is parsed as JSON; a number, boolean, object or array is used; anything else (plain text, invalid
+ *   JSON, `null`, a JSON string such as `"\"q\""`) stays the original string;
+ * - a number is used only when its JSON text is the canonical form of a double that survives the round trip
+ *   (`"1.0"` -> 1 is allowed, `"12345678901234567890"` and `"1e400"` stay strings);
+ * - when the key declares `schema.type`, that type wins: a string type keeps the string; a number/integer/boolean/
+ *   object/array type uses the parsed value only when it has that type.
+ */
+
+export type JsonValue = string | number | boolean | null | JsonValue[] | { [k: string]: JsonValue };
+
+const NUMBER_TEXT = /^-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?$/;
+
+function numberSurvives(text: string, n: number): boolean {
+  if (!Number.isFinite(n)) return false;
+  // Exact decimal comparison: strip the canonical renderings and compare digits and exponent.
+  return sameDecimal(text, String(n));
+}
+
+/** Compare two decimal numerals by value as written (no floating point), e.g. "1.0" == "1", "1e2" == "100". */
+function sameDecimal(a: string, b: string): boolean {
+  const na = normaliseDecimal(a);
+  const nb = normaliseDecimal(b);
+  return na.sign === nb.sign && na.digits === nb.digits && na.exp === nb.exp;
+}
+
+function normaliseDecimal(text: string): { sign: string; digits: string; exp: number } {
+  let s = text.trim();
+  let sign = '';
+  if (s[0] === '-') {
+    sign = '-';
+    s = s.slice(1);
+  }
+  let exp = 0;
+  const e = s.search(/[eE]/);
+  if (e !== -1) {
+    exp = Number(s.slice(e + 1));
+    s = s.slice(0, e);
+  }
+  const dot = s.indexOf('.');
+  let digits = s;
+  if (dot !== -1) {
+    digits = s.slice(0, dot) + s.slice(dot + 1);
+    exp -= s.length - dot - 1;
+  }
+  digits = digits.replace(/^0+/, '');
+  if (digits === '') return { sign: '', digits: '0', exp: 0 };
+  const trailing = digits.length - digits.replace(/0+$/, '').length;
+  digits = digits.slice(0, digits.length - trailing);
+  exp += trailing;
+  return { sign, digits, exp };
+}
+
+/** The JSON type name of a value, as JSON Schema names it (`integer` is reported as `number`). */
+function jsonType(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'array';
+  return typeof v;
+}
+
+/**
+ * Coerce a stored string. `declaredType` is the Cfgu's `schema.type` (a string or an array of type names), if any.
+ */
+export function coerceValue(stored: string, declaredType?: unknown): JsonValue {
+  if (stored === '') return stored;
+  const types = typeof declaredType === 'string' ? [declaredType] : Array.isArray(declaredType) ? declaredType : undefined;
+  if (types && types.includes('string') && !types.some((t) => t !== 'string' && t !== 'null')) return stored;
+
+  const first = stored.charCodeAt(0);
+  let parsed: unknown;
+  // Fast exits for the common plain-text case: JSON values start with one of - 0-9 t f n [ { or whitespace.
+  const maybeJson =
+    first === 45 /* - */ ||
+    (first >= 48 && first <= 57) ||
+    first === 116 /* t */ ||
+    first === 102 /* f */ ||
+    first === 91 /* [ */ ||
+    first === 123 /* { */ ||
+    first === 32 ||
+    first === 9 ||
+    first === 10 ||
+    first === 13;
+  if (!maybeJson) return stored;
+  try {
+    parsed = JSON.parse(stored);
+  } catch {
+    return stored;
+  }
+  const kind = jsonType(parsed);
+  if (kind === 'number') {
+    // Scalars must be written exactly (no padding); the number must survive the round trip.
+    if (!NUMBER_TEXT.test(stored) || !numberSurvives(stored, parsed as number)) return stored;
+  } else if (kind === 'boolean') {
+    if (stored !== 'true' && stored !== 'false') return stored;
+  } else if (kind !== 'object' && kind !== 'array') {
+    return stored;
+  }
+  if (types) {
+    const ok = types.some((t) =>
+      t === 'integer' ? kind === 'number' && Number.isInteger(parsed) : t === kind,
+    );
+    if (!ok) return stored;
+  }
+  return parsed as JsonValue;
+}
+
+/** The declared `schema.type` of a Cfgu-like object, if any. */
+export function declaredTypeOf(cfgu: unknown): unknown {
+  if (cfgu && typeof cfgu === 'object') {
+    const schema = (cfgu as { schema?: unknown }).schema;
+    if (schema && typeof schema === 'object') return (schema as { type?: unknown }).type;
+  }
+  return undefined;
+}

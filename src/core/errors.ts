@@ -1,0 +1,140 @@
+/**
+ * One catalogue of typed errors. Every failure cfgu reports is a CfguError with a stable `code`; the HTTP layer maps
+ * the code to a status, the CLI maps it to an exit code. Messages are written for people and never contain a stack,
+ * a file-system path of the server or a secret.
+ */
+
+/** The rule an evaluation failure broke (the `rule` of an `errors` item). */
+export type FailureRule = 'required' | 'pattern' | 'enum' | 'schema' | 'test' | 'const' | 'override';
+
+/** One failure of one key in one command of a pipeline. */
+export interface EvalFailure {
+  /** 0-based index of the command in the pipeline. */
+  command: number;
+  key: string;
+  rule: FailureRule;
+  message: string;
+}
+
+/** Where a schema / set / key problem was found, as a JSON-pointer-like path (e.g. `/0/schema/keys/PORT/enum`). */
+export interface InputIssue {
+  path: string;
+  message: string;
+}
+
+export const ErrorCodes = {
+  /** A schema (Cfgu declarations) is invalid. */
+  INVALID_SCHEMA: 'CFGU_INVALID_SCHEMA',
+  /** A key name is invalid or reserved. */
+  INVALID_KEY: 'CFGU_INVALID_KEY',
+  /** A set path is invalid. */
+  INVALID_SET: 'CFGU_INVALID_SET',
+  /** The request or command input is malformed (not a pipeline, empty, ...). */
+  INVALID_INPUT: 'CFGU_INVALID_INPUT',
+  /** A store name is unknown, or no store was given and there is no default store. */
+  UNKNOWN_STORE: 'CFGU_UNKNOWN_STORE',
+  /** Evaluation (or upsert) failed validation: `failures` lists every failure. */
+  VALIDATION_FAILED: 'CFGU_VALIDATION_FAILED',
+  /** A store could not be reached or read. */
+  STORE_UNAVAILABLE: 'CFGU_STORE_UNAVAILABLE',
+  /** A request is over a configured limit. */
+  LIMIT_EXCEEDED: 'CFGU_LIMIT_EXCEEDED',
+  /** The server's own configuration (.configu) is invalid. */
+  INVALID_CONFIGURATION: 'CFGU_INVALID_CONFIGURATION',
+  /** The expression sandbox could not run at all (not the fault of the expression). */
+  SANDBOX_UNAVAILABLE: 'CFGU_SANDBOX_UNAVAILABLE',
+} as const;
+
+export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
+
+export class CfguError extends Error {
+  readonly code: ErrorCode;
+  constructor(code: ErrorCode, message: string) {
+    super(message);
+    this.name = 'CfguError';
+    this.code = code;
+  }
+}
+
+/** A schema, key, set or request shape is invalid; `issues` says where. */
+export class InputError extends CfguError {
+  readonly issues: InputIssue[];
+  constructor(
+    code: typeof ErrorCodes.INVALID_SCHEMA | typeof ErrorCodes.INVALID_KEY | typeof ErrorCodes.INVALID_SET | typeof ErrorCodes.INVALID_INPUT,
+    message: string,
+    issues: InputIssue[] = [],
+  ) {
+    super(code, message);
+    this.name = 'InputError';
+    this.issues = issues;
+  }
+}
+
+export class UnknownStoreError extends CfguError {
+  readonly store: string | undefined;
+  readonly known: string[];
+  constructor(store: string | undefined, known: string[]) {
+    const list = known.length ? known.map((k) => `"${k}"`).join(', ') : '(none)';
+    super(
+      ErrorCodes.UNKNOWN_STORE,
+      store === undefined
+        ? `no store was given and there is no default store; known stores: ${list}`
+        : `unknown store "${store}"; known stores: ${list}`,
+    );
+    this.name = 'UnknownStoreError';
+    this.store = store;
+    this.known = known;
+  }
+}
+
+export class ValidationError extends CfguError {
+  readonly failures: EvalFailure[];
+  constructor(failures: EvalFailure[]) {
+    super(
+      ErrorCodes.VALIDATION_FAILED,
+      failures.length === 1 ? `1 key failed validation` : `${failures.length} keys failed validation`,
+    );
+    this.name = 'ValidationError';
+    this.failures = failures;
+  }
+}
+
+export class StoreUnavailableError extends CfguError {
+  readonly store: string;
+  /** Seconds after which a retry makes sense (the `Retry-After` header). */
+  readonly retryAfter: number;
+  constructor(store: string, reason: string, retryAfter = 5) {
+    super(ErrorCodes.STORE_UNAVAILABLE, `store "${store}" is unavailable: ${reason}`);
+    this.name = 'StoreUnavailableError';
+    this.store = store;
+    this.retryAfter = retryAfter;
+  }
+}
+
+export class LimitError extends CfguError {
+  constructor(message: string) {
+    super(ErrorCodes.LIMIT_EXCEEDED, message);
+    this.name = 'LimitError';
+  }
+}
+
+/** The server's .configu (or another file the operator owns) is invalid. `file` is for the operator's eyes only. */
+export class ConfigurationError extends CfguError {
+  readonly file: string | undefined;
+  readonly property: string | undefined;
+  constructor(message: string, file?: string, property?: string) {
+    super(ErrorCodes.INVALID_CONFIGURATION, message);
+    this.name = 'ConfigurationError';
+    this.file = file;
+    this.property = property;
+  }
+}
+
+export class SandboxUnavailableError extends CfguError {
+  constructor(message: string) {
+    super(ErrorCodes.SANDBOX_UNAVAILABLE, message);
+    this.name = 'SandboxUnavailableError';
+  }
+}
+
+export const isCfguError = (e: unknown): e is CfguError => e instanceof CfguError;
