@@ -5,7 +5,18 @@
  */
 
 /** The rule an evaluation failure broke (the `rule` of an `errors` item). */
-export type FailureRule = 'required' | 'pattern' | 'enum' | 'schema' | 'test' | 'const' | 'override';
+export type FailureRule =
+  | 'required'
+  | 'pattern'
+  | 'enum'
+  | 'schema'
+  | 'test'
+  | 'const'
+  | 'override'
+  /** upsert only: a key the schema does not declare */
+  | 'undeclared'
+  /** upsert only: a `lazy` key (never stored) */
+  | 'lazy';
 
 /** One failure of one key in one command of a pipeline. */
 export interface EvalFailure {

@@ -1,0 +1,461 @@
+/**
+ * Evaluation of EvalCommands and pipelines (semantics.md, "One EvalCommand" and "The pipeline and the export").
+ *
+ * Per pipeline: every command is checked first (schema, set, store; all input problems reported together), then
+ * every store read is started at once (reads do not depend on the pipe), then the commands are evaluated in order.
+ * Per command: empty -> store -> override -> default -> pipe -> const -> validate. Expressions and untrusted regular
+ * expressions run in the sandbox, one round trip per command, and only for commands that have any.
+ */
+import isEqual from 'lodash/isEqual.js';
+import {
+  ErrorCodes,
+  InputError,
+  SandboxUnavailableError,
+  ValidationError,
+  type EvalFailure,
+  type FailureRule,
+  type InputIssue,
+} from './errors.js';
+import { parseSet, keyProblem, truncate, type ParsedSet } from './names.js';
+import { prepareSchema, stringifyValue, type PreparedKey, type PreparedSchema } from './schema.js';
+import { coerceValue, declaredTypeOf } from './coerce.js';
+import type { Cfgu, EvalCommandInput, EvalResult, EvaluatedConfig, PipelineOutcome } from './types.js';
+import type { Config, ConfigQuery, ResolvedStore, StoreResolver } from '../stores/types.js';
+import type { ConfigView, ExpressionEvaluator, ExpressionJob, ExpressionResult } from '../expressions/types.js';
+
+export interface EngineDeps {
+  /** Resolves store names; required unless `defaultsOnly`. */
+  stores?: StoreResolver;
+  /** The sandboxed expression evaluator; required when a schema has `const`, `test`, `pattern` or `schema`. */
+  expressions?: ExpressionEvaluator;
+  /** Evaluate schema defaults (and overrides, pipe, const) without querying any store (`cfgu eval --defaults`). */
+  defaultsOnly?: boolean;
+}
+
+export interface PipelineOptions {
+  /** A result to pipe into the first command (the CLI's stdin). */
+  pipe?: EvalResult;
+}
+
+/** A command after its input was checked. */
+interface CheckedCommand {
+  index: number;
+  schema: PreparedSchema;
+  set: ParsedSet;
+  store: ResolvedStore | undefined;
+  overrides: Record<string, unknown>;
+}
+
+/** Runs the pipeline; throws InputError, UnknownStoreError, StoreUnavailableError or ValidationError. */
+export async function evaluatePipeline(
+  commands: readonly EvalCommandInput[],
+  deps: EngineDeps,
+  options: PipelineOptions = {},
+): Promise<PipelineOutcome> {
+  const checked = checkCommands(commands, deps);
+  const backupStores = new Set<string>();
+  // Start every store read now: reads depend only on the command, not on the pipe.
+  const reads = checked.map((c) => readStore(c, backupStores));
+  // A rejected read is awaited below in order; keep Node from reporting the others as unhandled meanwhile.
+  for (const r of reads) r.catch(() => undefined);
+
+  const failures: EvalFailure[] = [];
+  let result: EvalResult | undefined = options.pipe;
+  for (const command of checked) {
+    const stored = await reads[command.index]!;
+    result = await evaluateChecked(command, stored, result, deps, failures);
+  }
+  if (failures.length) throw new ValidationError(failures);
+  return { result: result ?? {}, backupStores: [...backupStores] };
+}
+
+function checkCommands(commands: readonly EvalCommandInput[], deps: EngineDeps): CheckedCommand[] {
+  if (!Array.isArray(commands) || commands.length === 0) {
+    throw new InputError(ErrorCodes.INVALID_INPUT, 'a pipeline must be a non-empty array of commands', [
+      { path: '', message: 'expected a non-empty array of commands' },
+    ]);
+  }
+  const issues: InputIssue[] = [];
+  const checked: CheckedCommand[] = [];
+  let firstStoreError: unknown;
+  commands.forEach((command, index) => {
+    if (!command || typeof command !== 'object' || Array.isArray(command)) {
+      issues.push({ path: `/${index}`, message: `command ${index} must be an object` });
+      return;
+    }
+    let schema: PreparedSchema | undefined;
+    try {
+      schema = prepareSchema(command.schema, `/${index}/schema`);
+    } catch (e) {
+      if (e instanceof InputError) issues.push(...e.issues);
+      else throw e;
+    }
+    const set = parseSet(command.set ?? '');
+    if ('problem' in set) issues.push({ path: `/${index}/set`, message: set.problem });
+    const overrides = command.configs ?? {};
+    if (typeof overrides !== 'object' || overrides === null || Array.isArray(overrides)) {
+      issues.push({ path: `/${index}/configs`, message: '`configs` must be an object of key -> value' });
+    }
+    let store: ResolvedStore | undefined;
+    if (!deps.defaultsOnly) {
+      if (!deps.stores) throw new InputError(ErrorCodes.INVALID_INPUT, 'no stores are configured');
+      try {
+        store = deps.stores.resolve(command.store);
+      } catch (e) {
+        firstStoreError ??= e;
+      }
+    }
+    if (schema && !('problem' in set)) checked.push({ index, schema, set, store, overrides: overrides as Record<string, unknown> });
+  });
+  if (issues.length) {
+    throw new InputError(
+      issues.some((i) => /\/schema/.test(i.path)) ? ErrorCodes.INVALID_SCHEMA : issues.some((i) => /\/set$/.test(i.path)) ? ErrorCodes.INVALID_SET : ErrorCodes.INVALID_INPUT,
+      issues.length === 1 ? issues[0]!.message : `${issues.length} problems in the request`,
+      issues,
+    );
+  }
+  if (firstStoreError) throw firstStoreError;
+  return checked;
+}
+
+async function readStore(command: CheckedCommand, backupStores: Set<string>): Promise<Config[]> {
+  const { store, schema, set } = command;
+  if (!store || schema.storeKeys.length === 0) return [];
+  const queries: ConfigQuery[] = [];
+  for (const s of set.hierarchy) for (const key of schema.storeKeys) queries.push({ set: s, key });
+  const answer = await store.read(queries);
+  if (answer.fromBackup) backupStores.add(store.name);
+  return answer.configs;
+}
+
+function labelsOf(cfgu: Cfgu): string[] {
+  return cfgu.label === undefined ? [] : Array.isArray(cfgu.label) ? cfgu.label : [cfgu.label];
+}
+
+/** Steps 1-5: empty, store, override, default, pipe. Pure and synchronous. */
+function evaluateValues(
+  command: CheckedCommand,
+  stored: readonly Config[],
+  pipe: EvalResult | undefined,
+  failures: EvalFailure[],
+): EvalResult {
+  const { schema, set, overrides, index } = command;
+  const current: Record<string, EvaluatedConfig> = {};
+  // 1. empty
+  for (const p of schema.keys) current[p.key] = { key: p.key, value: '', origin: 'empty', cfgu: p.cfgu, set: set.path };
+  // 2. store: the deepest set of the hierarchy holding a non-empty value wins.
+  if (stored.length) {
+    const depth = new Map<string, number>();
+    set.hierarchy.forEach((s, i) => depth.set(s, i));
+    const best = new Map<string, number>();
+    for (const c of stored) {
+      if (c.value === '') continue;
+      const p = schema.byName.get(c.key);
+      if (!p || p.isConst || p.isLazy) continue;
+      const d = depth.get(c.set);
+      if (d === undefined) continue;
+      if ((best.get(c.key) ?? -1) < d) {
+        best.set(c.key, d);
+        const e = current[c.key]!;
+        e.value = c.value;
+        e.origin = 'store';
+        e.set = c.set;
+      }
+    }
+  }
+  // 3. override
+  for (const key of Object.keys(overrides)) {
+    const p = schema.byName.get(key);
+    if (!p) {
+      const problem = keyProblem(key);
+      failures.push({
+        command: index,
+        key,
+        rule: 'override',
+        message: problem ? `override for an invalid key: ${problem}` : `override for key "${truncate(key)}", which the command's schema does not declare`,
+      });
+      continue;
+    }
+    if (p.isConst) {
+      failures.push({ command: index, key, rule: 'override', message: `key "${key}" is computed by \`const\` and cannot be overridden` });
+      continue;
+    }
+    const e = current[key]!;
+    e.value = stringifyValue(overrides[key]);
+    e.origin = 'override';
+    e.set = set.path;
+  }
+  // 4. default
+  for (const p of schema.keys) {
+    const e = current[p.key]!;
+    if (e.origin === 'empty' && p.defaultText !== undefined) {
+      e.value = p.defaultText;
+      e.origin = 'default';
+    }
+  }
+  // 5. pipe
+  if (!pipe) return current;
+  const merged: EvalResult = {};
+  for (const key of Object.keys(pipe)) {
+    const piped = pipe[key]!;
+    const mine = current[key];
+    if (!mine) merged[key] = piped;
+    else merged[key] = pipeWinner(piped, mine);
+  }
+  for (const key of Object.keys(current)) if (!(key in merged)) merged[key] = current[key]!;
+  return merged;
+}
+
+/** The pipe's merge rule for a key both results hold. */
+export function pipeWinner(piped: EvaluatedConfig, current: EvaluatedConfig): EvaluatedConfig {
+  if (piped.origin === 'empty') return current;
+  if (current.origin === 'empty') return piped;
+  if (current.origin === 'default' && piped.origin !== 'default') return piped;
+  return current;
+}
+
+interface PlannedCheck {
+  key: string;
+  rule: FailureRule;
+  /** For `test`: the index within the key's own test list. */
+  testIndex: number;
+}
+
+function sandboxPatternExpression(pattern: string): string {
+  return `new RegExp(${JSON.stringify(pattern)}).test($.storedValue)`;
+}
+
+function sandboxSchemaExpression(schema: Record<string, unknown>): string {
+  return `JSONSchema.validate(${JSON.stringify(schema)}, $.value)`;
+}
+
+function viewOf(e: EvaluatedConfig): ConfigView {
+  return {
+    key: e.key,
+    storedValue: e.value,
+    value: coerceValue(e.value, declaredTypeOf(e.cfgu)),
+    origin: e.origin,
+    cfgu: e.cfgu as Record<string, unknown>,
+    labels: labelsOf(e.cfgu),
+  };
+}
+
+async function evaluateChecked(
+  command: CheckedCommand,
+  stored: readonly Config[],
+  pipe: EvalResult | undefined,
+  deps: EngineDeps,
+  failures: EvalFailure[],
+): Promise<EvalResult> {
+  const result = evaluateValues(command, stored, pipe, failures);
+  await computeAndValidate(command, result, deps, failures, { only: undefined, required: true });
+  return result;
+}
+
+interface ValidateScope {
+  /** Validate only these keys (upsert); all declared keys when undefined. */
+  only: Set<string> | undefined;
+  /** Whether `required` is checked. */
+  required: boolean;
+}
+
+/** Steps 6-7: const and validate. Mutates `result` with const values; pushes failures. */
+async function computeAndValidate(
+  command: CheckedCommand,
+  result: EvalResult,
+  deps: EngineDeps,
+  failures: EvalFailure[],
+  scope: ValidateScope,
+): Promise<void> {
+  const { schema, index } = command;
+  for (const [key, cycle] of schema.constCycles) {
+    failures.push({ command: index, key, rule: 'const', message: `\`const\` expressions form a cycle: ${cycle}` });
+  }
+  const inScope = (p: PreparedKey) => (scope.only ? scope.only.has(p.key) : true);
+
+  // Plan the sandbox work: consts in order, then for each present key its pattern, schema and tests.
+  const consts = schema.constOrder.map((key) => ({ key, template: schema.byName.get(key)!.cfgu.const! }));
+  const tests: ExpressionJob['tests'] = [];
+  const plans = new Map<string, PlannedCheck[]>();
+  for (const p of schema.keys) {
+    if (!inScope(p)) continue;
+    const e = result[p.key]!;
+    const present = e.origin !== 'empty' || (p.isConst && !schema.constCycles.has(p.key));
+    if (!present) continue;
+    const expressions: string[] = [];
+    const plan: PlannedCheck[] = [];
+    if (p.pattern !== undefined) {
+      expressions.push(sandboxPatternExpression(p.pattern));
+      plan.push({ key: p.key, rule: 'pattern', testIndex: 0 });
+    }
+    if (p.jsonSchema !== undefined) {
+      expressions.push(sandboxSchemaExpression(p.jsonSchema));
+      plan.push({ key: p.key, rule: 'schema', testIndex: 0 });
+    }
+    p.tests.forEach((t, i) => {
+      expressions.push(t);
+      plan.push({ key: p.key, rule: 'test', testIndex: i });
+    });
+    if (expressions.length) {
+      tests.push({ key: p.key, expressions });
+      plans.set(p.key, plan);
+    }
+  }
+
+  const failedConsts = new Set<string>();
+  if (consts.length || tests.length) {
+    if (!deps.expressions) throw new SandboxUnavailableError('this schema uses expressions, but no expression evaluator is configured');
+    const configs: Record<string, ConfigView> = {};
+    for (const key of Object.keys(result)) configs[key] = viewOf(result[key]!);
+    const job: ExpressionJob = {
+      input: {
+        store: { type: command.store?.type ?? '' },
+        set: { path: command.set.path, hierarchy: command.set.hierarchy },
+        schema: { keys: Object.fromEntries(schema.keys.map((p) => [p.key, p.cfgu])) },
+      },
+      configs,
+      consts,
+      tests,
+    };
+    const outcome: ExpressionResult = await deps.expressions.run(job);
+    for (const c of outcome.consts) {
+      const e = result[c.key];
+      if (!e) continue;
+      if (c.ok) {
+        e.value = c.value;
+        e.origin = 'const';
+        e.set = command.set.path;
+      } else {
+        failedConsts.add(c.key);
+        failures.push({ command: index, key: c.key, rule: 'const', message: `\`const\` of key "${c.key}" failed: ${c.message}` });
+      }
+    }
+    for (const t of outcome.tests) {
+      if (t.ok || failedConsts.has(t.key)) continue;
+      const check = plans.get(t.key)?.[t.index];
+      if (!check) continue;
+      failures.push({ command: index, key: t.key, rule: check.rule, message: checkMessage(check, t.kind, t.message, schema.byName.get(t.key)!) });
+    }
+  }
+
+  // Host-side checks: required and enum (no untrusted code involved).
+  for (const p of schema.keys) {
+    if (!inScope(p)) continue;
+    const e = result[p.key]!;
+    if (e.origin === 'empty') {
+      if (scope.required && p.required) {
+        failures.push({ command: index, key: p.key, rule: 'required', message: `key "${p.key}" is required but has no value` });
+      }
+      continue;
+    }
+    if (p.enumValues && !enumAccepts(p.enumValues, e)) {
+      failures.push({
+        command: index,
+        key: p.key,
+        rule: 'enum',
+        message: `the value of key "${p.key}" is not one of the allowed values: ${truncate(p.enumValues.map((v) => JSON.stringify(v)).join(', '), 200)}`,
+      });
+    }
+  }
+}
+
+function enumAccepts(items: readonly unknown[], e: EvaluatedConfig): boolean {
+  const value = coerceValue(e.value, declaredTypeOf(e.cfgu));
+  for (const item of items) {
+    if (typeof item === 'string' && item === e.value) return true;
+    if (isEqual(item, value)) return true;
+  }
+  return false;
+}
+
+function checkMessage(check: PlannedCheck, kind: string | undefined, message: string | undefined, p: PreparedKey): string {
+  const limit = kind === 'time-limit' || kind === 'memory-limit';
+  switch (check.rule) {
+    case 'pattern':
+      return limit || kind === 'error'
+        ? `the \`pattern\` check of key "${p.key}" failed: ${message ?? kind}`
+        : `the value of key "${p.key}" does not match the pattern ${truncate(p.pattern ?? '', 200)}`;
+    case 'schema':
+      return `the value of key "${p.key}" does not match its \`schema\`: ${message ?? 'invalid'}`;
+    default: {
+      const source = p.tests[check.testIndex] ?? '';
+      if (kind === 'falsy') return `the value of key "${p.key}" failed the test ${truncate(source, 200)}`;
+      return `the test ${truncate(source, 200)} of key "${p.key}" failed: ${message ?? kind}`;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- upsert
+
+export interface UpsertInput {
+  store: ResolvedStore;
+  /** Set path; the root when absent. */
+  set?: string;
+  schema: unknown;
+  /** Key -> new value; `""`, `null` and `undefined` delete the stored value. Non-strings are JSON-stringified. */
+  values: Record<string, unknown>;
+  expressions?: ExpressionEvaluator;
+}
+
+export interface UpsertChange {
+  key: string;
+  before: string;
+  after: string;
+}
+
+/**
+ * Validate and write values into a store at one set. Every failure is collected (rules `override` for an
+ * undeclared key, `const`/`lazy` for keys that are never stored, then the value constraints). Only changed values are
+ * written; an empty value deletes. Returns what changed.
+ */
+export async function upsert(input: UpsertInput): Promise<{ changes: UpsertChange[] }> {
+  const schema = prepareSchema(input.schema, '/schema');
+  const set = parseSet(input.set ?? '');
+  if ('problem' in set) throw new InputError(ErrorCodes.INVALID_SET, set.problem, [{ path: '/set', message: set.problem }]);
+  const failures: EvalFailure[] = [];
+  const assigned: Record<string, string> = {};
+  for (const key of Object.keys(input.values)) {
+    const p = schema.byName.get(key);
+    const raw = input.values[key];
+    const text = raw === null || raw === undefined ? '' : stringifyValue(raw);
+    if (!p) {
+      const problem = keyProblem(key);
+      failures.push({ command: 0, key, rule: 'undeclared', message: problem ?? `key "${truncate(key)}" is not declared by the schema` });
+    } else if (p.isConst) {
+      failures.push({ command: 0, key, rule: 'const', message: `key "${key}" is computed by \`const\` and cannot be stored` });
+    } else if (p.isLazy) {
+      failures.push({ command: 0, key, rule: 'lazy', message: `key "${key}" is \`lazy\`: its value only comes from overrides and is never stored` });
+    } else assigned[key] = text;
+  }
+  const keys = Object.keys(assigned);
+  // Current values at exactly this set (to write only what changed), and in the hierarchy (context for tests).
+  const hierarchyQueries: ConfigQuery[] = [];
+  for (const s of set.hierarchy) for (const key of schema.storeKeys) hierarchyQueries.push({ set: s, key });
+  const { configs: stored } = hierarchyQueries.length ? await input.store.read(hierarchyQueries) : { configs: [] as Config[] };
+  const before = new Map<string, string>();
+  for (const c of stored) if (c.set === set.path) before.set(c.key, c.value);
+
+  const command: CheckedCommand = {
+    index: 0,
+    schema,
+    set,
+    store: input.store,
+    overrides: Object.fromEntries(keys.filter((k) => assigned[k] !== '').map((k) => [k, assigned[k]])),
+  };
+  const result = evaluateValues(command, stored, undefined, failures);
+  // A deleted key is empty at this set whatever the ancestors hold.
+  for (const k of keys) if (assigned[k] === '') result[k] = { ...result[k]!, value: '', origin: 'empty' };
+  await computeAndValidate(command, result, { expressions: input.expressions }, failures, {
+    only: new Set(keys.filter((k) => assigned[k] !== '')),
+    required: false,
+  });
+  if (failures.length) throw new ValidationError(failures);
+
+  const changes: UpsertChange[] = [];
+  for (const key of keys) {
+    const was = before.get(key) ?? '';
+    if (was !== assigned[key]) changes.push({ key, before: was, after: assigned[key]! });
+  }
+  if (changes.length) await input.store.write(changes.map((c) => ({ set: set.path, key: c.key, value: c.after })));
+  return { changes };
+}

@@ -1,0 +1,24 @@
+/** The export: hidden keys left out, every value coerced (semantics.md, "The pipeline and the export"). */
+import { coerceValue, declaredTypeOf } from './coerce.js';
+import { evaluatePipeline, type EngineDeps, type PipelineOptions } from './eval.js';
+import type { EvalCommandInput, EvalResult, ExportedConfigs } from './types.js';
+
+export function exportResult(result: EvalResult): ExportedConfigs {
+  const out: ExportedConfigs = {};
+  for (const key of Object.keys(result)) {
+    const e = result[key]!;
+    if (e.cfgu.hidden === true) continue;
+    out[key] = coerceValue(e.value, declaredTypeOf(e.cfgu));
+  }
+  return out;
+}
+
+/** Evaluate a pipeline and export its last result: what `POST /export` answers. */
+export async function exportPipeline(
+  commands: readonly EvalCommandInput[],
+  deps: EngineDeps,
+  options?: PipelineOptions,
+): Promise<{ configs: ExportedConfigs; backupStores: string[] }> {
+  const { result, backupStores } = await evaluatePipeline(commands, deps, options);
+  return { configs: exportResult(result), backupStores };
+}

@@ -1,0 +1,13 @@
+/**
+ * cfgu's evaluation engine: a library with no file system, network or HTTP in it.
+ *
+ *   const { configs } = await exportPipeline([{ store: 'main', set: 'prod', schema: { keys: { PORT: { default: 8080 } } } }],
+ *                                            { stores, expressions });
+ */
+export { exportPipeline, exportResult } from './export.js';
+export { evaluatePipeline, upsert, pipeWinner, type EngineDeps, type PipelineOptions, type UpsertInput, type UpsertChange } from './eval.js';
+export { prepareSchema, validateSchema, stringifyValue, type PreparedSchema, type PreparedKey } from './schema.js';
+export { parseSet, keyProblem, isValidKey, normaliseName, type ParsedSet } from './names.js';
+export { coerceValue, declaredTypeOf } from './coerce.js';
+export * from './errors.js';
+export type * from './types.js';

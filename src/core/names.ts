@@ -1,0 +1,57 @@
+/** ConfigKey and ConfigSet path rules (semantics.md, "Terms"). */
+import camelCase from 'lodash/camelCase.js';
+
+export const KEY_PATTERN = /^[A-Za-z0-9_-]+$/;
+
+const RESERVED = new Set(
+  ['_', '-', '$', 'this', 'Cfgu', 'ConfigStore', 'ConfigSet', 'ConfigKey', 'Key', 'ConfigValue', 'Value', 'ConfigSchema', 'Configu'].map(
+    normaliseName,
+  ),
+);
+
+/** Camel-cased then lower-cased: `Config_Set`, `config-set` and `configset` are one name. */
+export function normaliseName(name: string): string {
+  return camelCase(name).toLowerCase();
+}
+
+/** Why `key` is not a valid ConfigKey, or undefined when it is. */
+export function keyProblem(key: string): string | undefined {
+  if (typeof key !== 'string' || key.length === 0) return 'a key must be a non-empty string';
+  if (!KEY_PATTERN.test(key)) return `key "${truncate(key)}" must match ^[A-Za-z0-9_-]+$`;
+  if (RESERVED.has(normaliseName(key))) return `key "${key}" is a reserved word`;
+  return undefined;
+}
+
+export function isValidKey(key: string): boolean {
+  return keyProblem(key) === undefined;
+}
+
+export interface ParsedSet {
+  /** Normal form: "" for the root, else `a/b/c`. */
+  path: string;
+  /** Root first, then every ancestor, ending with the set itself: `prod/eu` -> ["", "prod", "prod/eu"]. */
+  hierarchy: string[];
+}
+
+/** Parse a set path; returns a problem message instead of throwing. */
+export function parseSet(input: string): ParsedSet | { problem: string } {
+  if (typeof input !== 'string') return { problem: 'a set path must be a string' };
+  let path = input.trim();
+  if (path.startsWith('/')) path = path.slice(1);
+  if (path.endsWith('/')) path = path.slice(0, -1);
+  if (path === '') return { path: '', hierarchy: [''] };
+  const segments = path.split('/');
+  const hierarchy = [''];
+  for (let i = 0; i < segments.length; i++) {
+    const segment = segments[i]!;
+    if (segment === '') return { problem: `set path "${truncate(input)}" has an empty segment` };
+    const problem = keyProblem(segment);
+    if (problem) return { problem: `set path "${truncate(input)}" has an invalid segment: ${problem}` };
+    hierarchy.push(i === 0 ? segment : `${hierarchy[i]}/${segment}`);
+  }
+  return { path, hierarchy };
+}
+
+export function truncate(text: string, max = 64): string {
+  return text.length > max ? `${text.slice(0, max)}…` : text;
+}
