@@ -247,9 +247,20 @@ async function evaluateChecked(
   deps: EngineDeps,
   failures: EvalFailure[],
 ): Promise<EvalResult> {
+  const from = failures.length;
   const result = evaluateValues(command, stored, pipe, failures);
   await computeAndValidate(command, result, deps, failures, { only: undefined, required: true });
+  sortFailures(failures, from, command.schema);
   return result;
+}
+
+/** Order a command's failures by the schema's key order (undeclared keys first), stable otherwise. */
+function sortFailures(failures: EvalFailure[], from: number, schema: PreparedSchema): void {
+  if (failures.length - from < 2) return;
+  const position = new Map(schema.keys.map((p, i) => [p.key, i]));
+  const mine = failures.splice(from).map((f, i) => ({ f, i, at: position.get(f.key) ?? -1 }));
+  mine.sort((a, b) => a.at - b.at || a.i - b.i);
+  failures.push(...mine.map((m) => m.f));
 }
 
 interface ValidateScope {
@@ -302,6 +313,8 @@ async function computeAndValidate(
     }
   }
 
+  // Upsert validates only assigned values: consts are worth computing only when a check may read them.
+  if (scope.only && tests.length === 0) consts.length = 0;
   const failedConsts = new Set<string>();
   if (consts.length || tests.length) {
     if (!deps.expressions) throw new SandboxUnavailableError('this schema uses expressions, but no expression evaluator is configured');
@@ -449,6 +462,7 @@ export async function upsert(input: UpsertInput): Promise<{ changes: UpsertChang
     only: new Set(keys.filter((k) => assigned[k] !== '')),
     required: false,
   });
+  sortFailures(failures, 0, schema);
   if (failures.length) throw new ValidationError(failures);
 
   const changes: UpsertChange[] = [];

@@ -185,8 +185,10 @@ function checkOne(key: string, raw: unknown, issues: InputIssue[]): void {
     );
     issues.push(...collapse(key, errors));
   }
+  // Flags (`lazy`, `required`) combine only when true: `required: false` beside `default` says nothing.
+  const uses = (p: string) => (p === 'lazy' || p === 'required' ? cfgu[p] === true : cfgu[p] !== undefined);
   for (const [a, b] of EXCLUSIVE_PAIRS) {
-    if (cfgu[a] !== undefined && cfgu[b] !== undefined) {
+    if (uses(a) && uses(b)) {
       issues.push({ path: `/keys/${key}`, message: `key "${key}" cannot have both \`${a}\` and \`${b}\`` });
     }
   }

@@ -84,6 +84,8 @@ test('exclusive pairs', () => {
   for (const [a, b, va, vb] of pairs) {
     assert.deepEqual(oneIssue({ K: { [a]: va, [b]: vb } }), { path: '/keys/K', message: `key "K" cannot have both \`${a}\` and \`${b}\`` });
   }
+  // Flags set to false combine with nothing.
+  prepareSchema({ keys: { K: { default: 1, required: false }, L: { const: 'x', lazy: false } } });
 });
 
 test('default must be inside enum (deep equality); enum items unique (deep)', () => {
