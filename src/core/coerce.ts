@@ -17,6 +17,7 @@ const NUMBER_TEXT = /^-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?$/;
 
 function numberSurvives(text: string, n: number): boolean {
   if (!Number.isFinite(n)) return false;
+  if (String(n) === text) return true; // the common case: already canonical
   // Exact decimal comparison: strip the canonical renderings and compare digits and exponent.
   return sameDecimal(text, String(n));
 }
