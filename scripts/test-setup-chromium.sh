@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Test preparation (run by `npm test`): make sure Debian's Chromium is at /usr/bin/chromium for the /docs browser
+# check (test/server/docs-browser.test.ts). Idempotent: does nothing when the binary is already there. When it can't
+# be installed (no root, no network) it says so and leaves the decision to the test, which skips loudly (and fails
+# under CI=true).
+set -uo pipefail
+
+if [ -x /usr/bin/chromium ]; then
+  exit 0
+fi
+
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "test-setup-chromium: apt-get not found; the /docs browser test will be skipped" >&2
+  exit 0
+fi
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+    SUDO="sudo -n"
+  else
+    echo "test-setup-chromium: not root and no passwordless sudo; cannot install chromium" >&2
+    exit 0
+  fi
+fi
+
+echo "test-setup-chromium: installing chromium with apt-get" >&2
+export DEBIAN_FRONTEND=noninteractive
+if ! $SUDO apt-get install -y --no-install-recommends chromium >/dev/null 2>&1; then
+  $SUDO apt-get update -qq >/dev/null 2>&1 || true
+  $SUDO apt-get install -y --no-install-recommends chromium >/dev/null 2>&1 || true
+fi
+
+if [ -x /usr/bin/chromium ]; then
+  echo "test-setup-chromium: $(/usr/bin/chromium --version 2>/dev/null || echo chromium installed)" >&2
+else
+  echo "test-setup-chromium: chromium could not be installed; the /docs browser test will be skipped" >&2
+fi
+exit 0

@@ -1,0 +1,312 @@
+/**
+ * The HTTP app. Everything is built once here: the Fastify instance, the compiled body validator, the response
+ * serializers, the hashed bearer keys, the OpenAPI document. The request path reads no file and compiles nothing.
+ *
+ * Request order for POST /export:
+ *   onRequest  (request id, auth, in-flight count)  -> 401
+ *   parsing    (JSON only, body limit)               -> 415, 400, 413
+ *   preValidation (command / key limits)             -> 413
+ *   validation (compiled JSON schema)                -> 400
+ *   handler    (engine: exportPipeline)              -> 200, 400, 422, 503, 500
+ */
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import cors from '@fastify/cors';
+import swagger from '@fastify/swagger';
+import swaggerUi from '@fastify/swagger-ui';
+import type { Logger } from 'pino';
+import { exportPipeline } from '../core/index.js';
+import { ConfigurationError, LimitError } from '../core/errors.js';
+import type { EvalCommandInput } from '../core/types.js';
+import type { ExpressionEvaluator } from '../expressions/types.js';
+import type { StoreResolver } from '../stores/types.js';
+import type { LoadedConfiguration } from '../config/types.js';
+import { createKeyChecker } from './auth.js';
+import { Lifecycle } from './lifecycle.js';
+import { httpProblem, problem, PROBLEM_CONTENT_TYPE, PROBLEM_TYPES, toProblem, type Problem } from './problem.js';
+import {
+  cfguSchema,
+  evalCommandSchema,
+  exportRouteSchema,
+  liveRouteSchema,
+  problemSchema,
+  readyRouteSchema,
+} from './schemas.js';
+import type { ServerSettings } from './settings.js';
+import { createLogger } from './logger.js';
+
+export interface BuildServerOptions {
+  /** The stores requests may name (a StoreRegistry from src/config, already built; init is the caller's job). */
+  registry: StoreResolver;
+  /** The loaded `.configu` (informational; the registry is what serves requests). */
+  configuration?: LoadedConfiguration;
+  /** The expression sandbox; without it, schemas with `test`/`const` fail as the engine decides. */
+  evaluator?: ExpressionEvaluator;
+  settings: ServerSettings;
+  /** A pino logger; `false` for none; default: a JSON logger on stdout per `settings.log`. */
+  logger?: Logger | false;
+  /** Readiness state; default: a new one in `starting`. */
+  lifecycle?: Lifecycle;
+  /** Mark the server ready as soon as it is built (tests, benchmarks with an initialised registry). */
+  ready?: boolean;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    cfgu: { lifecycle: Lifecycle; settings: ServerSettings };
+  }
+}
+
+/** Routes that exist, with their methods (for 405 and `Allow`). */
+const ROUTES: Record<string, string[]> = {
+  '/export': ['POST'],
+  '/live': ['GET', 'HEAD'],
+  '/ready': ['GET', 'HEAD'],
+};
+const DOCS_ROUTES: Record<string, string[]> = {
+  '/openapi.json': ['GET', 'HEAD'],
+  '/docs': ['GET', 'HEAD'],
+};
+
+const REQUEST_ID = /^[A-Za-z0-9._:@-]{1,128}$/;
+
+const pathOf = (url: string): string => {
+  const q = url.indexOf('?');
+  return q === -1 ? url : url.slice(0, q);
+};
+
+function sendProblem(reply: FastifyReply, p: Problem, headers?: Record<string, string>): FastifyReply {
+  reply.code(p.status).type(PROBLEM_CONTENT_TYPE);
+  if (headers) reply.headers(headers);
+  return reply.send(JSON.stringify(p));
+}
+
+/** A header-safe rendering of store names (names come from the operator's file, but be strict anyway). */
+const headerSafe = (names: string[]): string =>
+  names.map((n) => (/^[\x21-\x7e]+$/.test(n) && !n.includes(',') ? n : encodeURIComponent(n))).join(', ');
+
+export async function buildServer(options: BuildServerOptions): Promise<FastifyInstance> {
+  const { settings, registry, evaluator } = options;
+  const lifecycle = options.lifecycle ?? new Lifecycle();
+  const logger = options.logger === undefined ? createLogger(settings) : options.logger;
+
+  let https: { cert: Buffer; key: Buffer } | null = null;
+  if (settings.http.tls.enabled) {
+    const { cert, key } = settings.http.tls;
+    if (!cert || !key) throw new ConfigurationError('TLS is enabled but the certificate or key path is missing', undefined, 'http.tls');
+    try {
+      https = { cert: readFileSync(cert), key: readFileSync(key) };
+    } catch (e) {
+      throw new ConfigurationError(`cannot read the TLS certificate or key (${(e as NodeJS.ErrnoException).code ?? 'error'})`, undefined, 'http.tls');
+    }
+  }
+
+  const app = Fastify({
+    ...(logger ? { loggerInstance: logger } : { logger: false }),
+    logController: new LogController({ disableRequestLogging: true }),
+    requestIdHeader: false,
+    genReqId: (req) => {
+      const given = req.headers['x-request-id'];
+      return typeof given === 'string' && REQUEST_ID.test(given) ? given : randomUUID();
+    },
+    bodyLimit: settings.limits.bodyBytes,
+    trustProxy: settings.http.trustProxy as boolean,
+    return503OnClosing: false,
+    forceCloseConnections: 'idle',
+    ...(https ? { https } : {}),
+    ajv: {
+      customOptions: {
+        // The body is checked, never repaired: no coercion, no defaults, no silent removal of unknown properties.
+        coerceTypes: false,
+        useDefaults: false,
+        removeAdditional: false,
+        allErrors: false,
+      },
+    },
+  }) as unknown as FastifyInstance;
+
+  app.decorate('cfgu', { lifecycle, settings });
+
+  // JSON only: drop the built-in text/plain parser so anything but JSON is 415. The default JSON parser keeps its
+  // prototype-poisoning protection.
+  app.removeAllContentTypeParsers();
+  const jsonParser = app.getDefaultJsonParser('error', 'error');
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, jsonParser);
+  app.addContentTypeParser(/^application\/[a-z0-9.+-]+\+json$/i, { parseAs: 'string' }, jsonParser);
+
+  app.addSchema(cfguSchema);
+  app.addSchema(evalCommandSchema);
+  app.addSchema(problemSchema);
+
+  const requestLogs = settings.log.enabled && !!logger;
+  const keyChecker = settings.auth.enabled ? createKeyChecker(settings.auth.presharedKeys) : undefined;
+  const docsOpen = !settings.auth.enabled || settings.docs.public;
+  const corsOn = settings.http.allowedOrigins.length > 0;
+  const unauthorized = JSON.stringify(
+    problem(401, PROBLEM_TYPES.unauthorized, 'Unauthorized', 'a valid bearer key is required (Authorization: Bearer <key>)'),
+  );
+
+  if (corsOn) {
+    const origins = settings.http.allowedOrigins;
+    await app.register(cors, {
+      origin: origins.includes('*') ? '*' : origins,
+      methods: ['GET', 'HEAD', 'POST'],
+      allowedHeaders: ['Content-Type', 'Authorization', 'X-Request-Id'],
+      exposedHeaders: ['X-Request-Id', 'X-Configu-Backup', 'Retry-After', 'WWW-Authenticate'],
+      maxAge: 600,
+    });
+  }
+
+  app.addHook('onRequest', (request, reply, done) => {
+    lifecycle.requestStarted();
+    reply.raw.once('close', () => lifecycle.requestEnded());
+    reply.header('x-request-id', request.id);
+    reply.header('x-content-type-options', 'nosniff');
+    // While draining, ask clients to reconnect (elsewhere) after this response.
+    if (lifecycle.stopping) reply.header('connection', 'close');
+
+    if (keyChecker) {
+      const path = pathOf(request.url);
+      const open =
+        path === '/live' ||
+        path === '/ready' ||
+        (corsOn && request.method === 'OPTIONS') ||
+        (docsOpen && (path === '/openapi.json' || path === '/docs' || path.startsWith('/docs/')));
+      if (!open && !keyChecker.check(request.headers.authorization)) {
+        reply
+          .code(401)
+          .header('www-authenticate', 'Bearer realm="cfgu"')
+          .type(PROBLEM_CONTENT_TYPE)
+          .send(unauthorized);
+        return;
+      }
+    }
+    done();
+  });
+
+  if (requestLogs) {
+    app.addHook('onResponse', (request, reply, done) => {
+      request.log.info(
+        {
+          method: request.method,
+          path: pathOf(request.url),
+          status: reply.statusCode,
+          ms: Math.round(reply.elapsedTime * 100) / 100,
+        },
+        'request',
+      );
+      done();
+    });
+  }
+
+  app.setErrorHandler((error, request, reply) => {
+    const { problem: p, headers, log } = toProblem(error, request.id);
+    if (log === 'error') request.log.error({ err: error }, 'request failed');
+    else if (log === 'warn') request.log.warn({ err: { type: (error as Error).name, message: (error as Error).message } }, 'request failed');
+    return sendProblem(reply, p, headers);
+  });
+
+  const known: Record<string, string[]> = settings.docs.enabled ? { ...ROUTES, ...DOCS_ROUTES } : ROUTES;
+  app.setNotFoundHandler((request, reply) => {
+    const path = pathOf(request.url);
+    const allowed = known[path];
+    if (allowed && !allowed.includes(request.method)) {
+      return sendProblem(reply, httpProblem(405, `${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`), {
+        allow: allowed.join(', '),
+      });
+    }
+    return sendProblem(reply, httpProblem(404, `no route ${request.method} ${path.length > 200 ? `${path.slice(0, 200)}...` : path}`));
+  });
+
+  if (settings.docs.enabled) {
+    await app.register(swagger, {
+      openapi: {
+        openapi: '3.1.0',
+        info: {
+          title: 'cfgu configuration proxy',
+          version: '1.0.0',
+          description:
+            'Evaluates Cfgu v1 configuration pipelines against the stores declared in the server\'s `.configu` and returns the resulting key-value object. Errors are RFC 9457 problem details (`application/problem+json`).',
+        },
+        tags: [
+          { name: 'configuration', description: 'Evaluate and export configuration' },
+          { name: 'health', description: 'Liveness and readiness (never need a key)' },
+        ],
+        components: settings.auth.enabled
+          ? { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'A preshared key of the server' } } }
+          : {},
+      },
+      refResolver: {
+        buildLocalReference(json, _baseUri, _fragment, i) {
+          return typeof json.$id === 'string' ? json.$id : `def-${i}`;
+        },
+      },
+    });
+    await app.register(swaggerUi, {
+      routePrefix: '/docs',
+      staticCSP: true,
+      uiConfig: { deepLinking: true, tryItOutEnabled: false, displayRequestDuration: true },
+    });
+  }
+
+  const security = settings.auth.enabled ? [{ bearer: [] }] : undefined;
+
+  app.post('/export', {
+    schema: { ...exportRouteSchema, ...(security ? { security } : {}) },
+    preValidation: (request, _reply, done) => {
+      // Limits first, so an oversized pipeline is 413 and never walked by the validator.
+      const body = request.body;
+      if (Array.isArray(body)) {
+        if (body.length > settings.limits.commands) {
+          done(new LimitError(`the pipeline has ${body.length} commands; the limit is ${settings.limits.commands}`));
+          return;
+        }
+        for (let i = 0; i < body.length; i++) {
+          const keys = (body[i] as { schema?: { keys?: unknown } } | null)?.schema?.keys;
+          if (keys && typeof keys === 'object') {
+            let n = 0;
+            for (const _ in keys) n++;
+            if (n > settings.limits.keys) {
+              done(new LimitError(`command ${i} declares ${n} keys; the limit is ${settings.limits.keys}`));
+              return;
+            }
+          }
+        }
+      }
+      done();
+    },
+    handler: async (request: FastifyRequest, reply: FastifyReply) => {
+      const commands = request.body as EvalCommandInput[];
+      const { configs, backupStores } = await exportPipeline(commands, { stores: registry, ...(evaluator ? { expressions: evaluator } : {}) });
+      if (backupStores.length) reply.header('x-configu-backup', headerSafe(backupStores));
+      reply.header('cache-control', 'no-store');
+      reply.type('application/json; charset=utf-8');
+      return reply.send(JSON.stringify(configs));
+    },
+  });
+
+  app.get('/live', { schema: liveRouteSchema }, (_request, reply) => {
+    reply.header('cache-control', 'no-store');
+    return reply.send({ uptime: Math.round(process.uptime() * 1000) / 1000 });
+  });
+
+  app.get('/ready', { schema: readyRouteSchema }, (_request, reply) => {
+    reply.header('cache-control', 'no-store');
+    if (lifecycle.ready) return reply.send({ status: 'ready' });
+    return reply.code(503).send();
+  });
+
+  if (settings.docs.enabled) {
+    let openapi: string | undefined;
+    app.get('/openapi.json', { schema: { hide: true } }, (_request, reply) => {
+      openapi ??= JSON.stringify(app.swagger());
+      return reply.type('application/json; charset=utf-8').send(openapi);
+    });
+  }
+
+  await app.ready();
+  if (settings.docs.enabled) app.swagger(); // build (and cache) the document now, not on the first request
+  if (options.ready) lifecycle.markReady();
+  return app;
+}

@@ -1,0 +1,208 @@
+/**
+ * Problem details (RFC 9457): the one shape of every error response, and the one mapping from errors to it.
+ * Bodies never carry a stack, a server file-system path or a secret: store failures and unexpected errors get a
+ * fixed detail here and their real message goes to the log only.
+ */
+import type { FastifyError } from 'fastify';
+import {
+  ErrorCodes,
+  InputError,
+  isCfguError,
+  LimitError,
+  SandboxUnavailableError,
+  StoreUnavailableError,
+  UnknownStoreError,
+  ValidationError,
+  type EvalFailure,
+  type InputIssue,
+} from '../core/errors.js';
+
+export const PROBLEM_CONTENT_TYPE = 'application/problem+json; charset=utf-8';
+
+export interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  /** Evaluation failures (422). */
+  errors?: EvalFailure[];
+  /** Where a request is malformed (400). */
+  issues?: InputIssue[];
+  /** 400 unknown store: the name asked for (absent when none was given). */
+  store?: string;
+  /** 400 unknown store: the names the server knows. */
+  knownStores?: string[];
+  /** 500: the request id to quote to the operator. */
+  requestId?: string;
+}
+
+/** What the HTTP layer needs to answer: the body plus any headers the status implies. */
+export interface ProblemReply {
+  problem: Problem;
+  headers?: Record<string, string>;
+  /** Log the underlying error at this level (with the request id); undefined: don't log. */
+  log?: 'warn' | 'error';
+}
+
+/** Problem `type` URIs. HTTP-level errors use `about:blank` (RFC 9457 §4.2.1: title = the status phrase). */
+const T = {
+  invalidRequest: 'urn:cfgu:problem:invalid-request',
+  invalidSchema: 'urn:cfgu:problem:invalid-schema',
+  invalidKey: 'urn:cfgu:problem:invalid-key',
+  invalidSet: 'urn:cfgu:problem:invalid-set',
+  unknownStore: 'urn:cfgu:problem:unknown-store',
+  validationFailed: 'urn:cfgu:problem:validation-failed',
+  storeUnavailable: 'urn:cfgu:problem:store-unavailable',
+  sandboxUnavailable: 'urn:cfgu:problem:sandbox-unavailable',
+  limitExceeded: 'urn:cfgu:problem:limit-exceeded',
+  unauthorized: 'urn:cfgu:problem:unauthorized',
+  blank: 'about:blank',
+} as const;
+export const PROBLEM_TYPES = T;
+
+export const STATUS_TITLES: Record<number, string> = {
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  404: 'Not Found',
+  405: 'Method Not Allowed',
+  413: 'Content Too Large',
+  415: 'Unsupported Media Type',
+  422: 'Unprocessable Content',
+  500: 'Internal Server Error',
+  503: 'Service Unavailable',
+};
+
+export function problem(status: number, type: string, title: string, detail: string, extra?: Partial<Problem>): Problem {
+  return { type, title, status, detail, ...extra };
+}
+
+/** Plain HTTP errors (404, 405, 415, ...) with `about:blank`. */
+export function httpProblem(status: number, detail: string): Problem {
+  return problem(status, T.blank, STATUS_TITLES[status] ?? 'Error', detail);
+}
+
+const MAX_ISSUES = 20;
+
+/** Ajv error objects as fastify hands them over in `error.validation`. */
+interface AjvLikeError {
+  instancePath?: string;
+  keyword?: string;
+  message?: string;
+  params?: Record<string, unknown>;
+}
+
+/** Turn request-body schema violations into issues with JSON-pointer paths. */
+export function issuesFromValidation(errors: readonly AjvLikeError[]): InputIssue[] {
+  const out: InputIssue[] = [];
+  for (const e of errors.slice(0, MAX_ISSUES)) {
+    let path = e.instancePath ?? '';
+    let message = e.message ?? 'is invalid';
+    if (e.keyword === 'additionalProperties' && typeof e.params?.additionalProperty === 'string') {
+      path = `${path}/${escapePointer(e.params.additionalProperty)}`;
+      message = 'is not an allowed property';
+    } else if (e.keyword === 'required' && typeof e.params?.missingProperty === 'string') {
+      path = `${path}/${escapePointer(e.params.missingProperty)}`;
+      message = 'is required';
+    }
+    out.push({ path: path || '/', message });
+  }
+  return out;
+}
+
+const escapePointer = (s: string): string => s.replace(/~/g, '~0').replace(/\//g, '~1');
+
+function describeIssues(issues: InputIssue[]): string {
+  if (!issues.length) return 'the request body is not a valid pipeline';
+  const first = issues[0]!;
+  const more = issues.length > 1 ? ` (and ${issues.length - 1} more)` : '';
+  return `the request body is not a valid pipeline: ${first.path} ${first.message}${more}`;
+}
+
+function inputType(e: InputError): string {
+  switch (e.code) {
+    case ErrorCodes.INVALID_SCHEMA:
+      return T.invalidSchema;
+    case ErrorCodes.INVALID_KEY:
+      return T.invalidKey;
+    case ErrorCodes.INVALID_SET:
+      return T.invalidSet;
+    default:
+      return T.invalidRequest;
+  }
+}
+
+/** Map any thrown value to the problem the client sees. */
+export function toProblem(err: unknown, requestId: string): ProblemReply {
+  if (isCfguError(err)) {
+    if (err instanceof ValidationError) {
+      return { problem: problem(422, T.validationFailed, 'Validation Failed', err.message, { errors: err.failures }) };
+    }
+    if (err instanceof InputError) {
+      const title = err.code === ErrorCodes.INVALID_SCHEMA ? 'Invalid Schema' : err.code === ErrorCodes.INVALID_KEY ? 'Invalid Key' : err.code === ErrorCodes.INVALID_SET ? 'Invalid Set' : 'Invalid Request';
+      return { problem: problem(400, inputType(err), title, err.message, { issues: err.issues.slice(0, MAX_ISSUES) }) };
+    }
+    if (err instanceof UnknownStoreError) {
+      const extra: Partial<Problem> = { knownStores: err.known };
+      if (err.store !== undefined) extra.store = err.store;
+      return { problem: problem(400, T.unknownStore, 'Unknown Store', err.message, extra) };
+    }
+    if (err instanceof StoreUnavailableError) {
+      const retry = Number.isFinite(err.retryAfter) && err.retryAfter > 0 ? Math.ceil(err.retryAfter) : 5;
+      return {
+        problem: problem(503, T.storeUnavailable, 'Store Unavailable', `store "${err.store}" cannot be reached or read; retry later`),
+        headers: { 'retry-after': String(retry) },
+        log: 'warn',
+      };
+    }
+    if (err instanceof LimitError) {
+      return { problem: problem(413, T.limitExceeded, 'Limit Exceeded', err.message) };
+    }
+    if (err instanceof SandboxUnavailableError) {
+      return {
+        problem: problem(503, T.sandboxUnavailable, 'Expressions Unavailable', 'the expression sandbox is not available; retry later'),
+        headers: { 'retry-after': '5' },
+        log: 'error',
+      };
+    }
+  }
+
+  const fe = err as Partial<FastifyError> & { validation?: AjvLikeError[] };
+  if (fe && typeof fe === 'object') {
+    if (Array.isArray(fe.validation)) {
+      const issues = issuesFromValidation(fe.validation);
+      return { problem: problem(400, T.invalidRequest, 'Invalid Request', describeIssues(issues), { issues }) };
+    }
+    switch (fe.code) {
+      case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+        return { problem: httpProblem(415, 'the request body must be JSON (Content-Type: application/json)') };
+      case 'FST_ERR_CTP_BODY_TOO_LARGE':
+        return { problem: problem(413, T.limitExceeded, 'Limit Exceeded', 'the request body is larger than the configured limit') };
+      case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+        return { problem: problem(400, T.invalidRequest, 'Invalid Request', 'the request body is empty; send a JSON array of commands') };
+      case 'FST_ERR_CTP_INVALID_JSON_BODY':
+        return { problem: problem(400, T.invalidRequest, 'Invalid Request', 'the request body is not valid JSON') };
+      case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+        return { problem: problem(400, T.invalidRequest, 'Invalid Request', 'the request body does not match its Content-Length') };
+      default:
+        break;
+    }
+    // Errors of the JSON parser (SyntaxError, prototype poisoning) carry a 400 status; their messages may quote the
+    // body, so none of it is echoed.
+    if (fe.statusCode === 400 || (err instanceof SyntaxError)) {
+      return { problem: problem(400, T.invalidRequest, 'Invalid Request', 'the request body is not valid JSON') };
+    }
+    if (fe.statusCode === 413) {
+      return { problem: problem(413, T.limitExceeded, 'Limit Exceeded', 'the request is larger than the configured limit') };
+    }
+    if (fe.statusCode === 415) {
+      return { problem: httpProblem(415, 'the request body must be JSON (Content-Type: application/json)') };
+    }
+  }
+
+  return {
+    problem: problem(500, T.blank, 'Internal Server Error', 'the server could not process the request; quote the request id to the operator', {
+      requestId,
+    }),
+    log: 'error',
+  };
+}

@@ -1,0 +1,263 @@
+/**
+ * JSON schemas of the routes: the request body of POST /export (compiled once by Fastify's Ajv at start-up) and the
+ * responses, documented in the OpenAPI 3.1 document that /docs and /openapi.json serve.
+ *
+ * The body schema checks the pipeline's shape only: an array of commands, each `{ store?, set?, schema: { keys },
+ * configs? }` with no other properties. Inside `keys`, a declaration is an object or null; its properties are
+ * described (and their basic types checked) but the deep Cfgu rules (v0 properties, exclusive pairs, `default`
+ * in `enum`, ...) are the engine's, which reports them with better messages. `default` and the items of `enum` may be
+ * any JSON value, scalars included.
+ */
+import { STATUS_TITLES } from './problem.js';
+
+const stringOrStrings = (what: string) => ({
+  description: what,
+  anyOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' } }],
+});
+
+export const cfguSchema = {
+  $id: 'Cfgu',
+  title: 'Cfgu',
+  description: 'The declaration of one key (Cfgu v1). `null` or `{}` declares a key without constraints.',
+  type: ['object', 'null'],
+  properties: {
+    description: { type: 'string', description: 'Text describing the key.' },
+    label: stringOrStrings('Label or labels of the key (`$.labels`).'),
+    hidden: { type: 'boolean', description: 'Evaluated (and visible to expressions) but left out of the result.' },
+    lazy: { type: 'boolean', description: 'The value only ever comes from the command\'s `configs`, never from the store.' },
+    const: { type: 'string', description: 'A template (`{{ expr }}`) computed from other values; never read from the store.' },
+    default: { description: 'Any JSON value; used when no other source gave a value (`false`, `0`, `""` count).' },
+    required: { type: 'boolean', description: 'Evaluation fails when the key ends empty.' },
+    pattern: { type: 'string', description: 'Regular expression the stored (string) value must match.' },
+    enum: { type: 'array', description: 'Allowed values: any JSON values, scalars included.' },
+    schema: { type: 'object', description: 'A JSON Schema the coerced value must satisfy; `schema.type` also fixes the exported type.' },
+    test: stringOrStrings('Boolean expression(s), e.g. `validator.isURL($.value)`; each must be truthy.'),
+  },
+} as const;
+
+export const evalCommandSchema = {
+  $id: 'EvalCommand',
+  title: 'EvalCommand',
+  type: 'object',
+  additionalProperties: false,
+  required: ['schema'],
+  properties: {
+    store: { type: 'string', description: 'Name of a store declared in the server\'s `.configu`; the default store when absent.' },
+    set: { type: 'string', description: 'Configuration set path such as `production/eu`; the root when absent.' },
+    schema: {
+      type: 'object',
+      additionalProperties: false,
+      required: ['keys'],
+      description: 'The configuration schema: `keys` maps each key name to its declaration.',
+      properties: {
+        keys: { type: 'object', additionalProperties: { $ref: 'Cfgu#' } },
+      },
+    },
+    configs: {
+      type: 'object',
+      description: 'Overrides: key name -> value (non-strings are JSON-encoded). Only keys the schema declares.',
+    },
+  },
+} as const;
+
+export const exportBodyExamples = [
+  [
+    {
+      store: 'example',
+      set: 'production/eu',
+      schema: {
+        keys: {
+          LOG_LEVEL: { enum: ['debug', 'info', 'warn', 'error'], default: 'info' },
+          PORT: { test: 'Number.isInteger($.value) && $.value > 0', default: 8080 },
+          API_URL: { required: true, test: 'validator.isURL($.storedValue)' },
+        },
+      },
+      configs: { LOG_LEVEL: 'debug' },
+    },
+  ],
+];
+
+export const exportBodySchema = {
+  type: 'array',
+  minItems: 1,
+  description: 'A pipeline: the commands run in order, each receiving the previous result; the last result is exported.',
+  items: { $ref: 'EvalCommand#' },
+  examples: exportBodyExamples,
+} as const;
+
+export const problemSchema = {
+  $id: 'Problem',
+  title: 'Problem',
+  description: 'RFC 9457 problem details (`application/problem+json`).',
+  type: 'object',
+  required: ['type', 'title', 'status', 'detail'],
+  properties: {
+    type: { type: 'string', description: 'A URI naming the kind of problem (`urn:cfgu:problem:*` or `about:blank`).' },
+    title: { type: 'string' },
+    status: { type: 'integer' },
+    detail: { type: 'string' },
+    errors: {
+      type: 'array',
+      description: 'Every evaluation failure (422).',
+      items: {
+        type: 'object',
+        required: ['command', 'key', 'rule', 'message'],
+        properties: {
+          command: { type: 'integer', description: '0-based index of the command in the pipeline.' },
+          key: { type: 'string' },
+          rule: { type: 'string', enum: ['required', 'pattern', 'enum', 'schema', 'test', 'const', 'override'] },
+          message: { type: 'string' },
+        },
+      },
+    },
+    issues: {
+      type: 'array',
+      description: 'Where the request is malformed (400): JSON-pointer paths into the body.',
+      items: { type: 'object', properties: { path: { type: 'string' }, message: { type: 'string' } } },
+    },
+    store: { type: 'string', description: 'The unknown store name (400).' },
+    knownStores: { type: 'array', items: { type: 'string' }, description: 'The store names the server knows (400).' },
+    requestId: { type: 'string', description: 'Request id to quote to the operator (500).' },
+  },
+} as const;
+
+/** Examples of each error status, shown in the OpenAPI document. */
+const problemExamples: Record<number, unknown> = {
+  400: {
+    type: 'urn:cfgu:problem:unknown-store',
+    title: 'Unknown Store',
+    status: 400,
+    detail: 'unknown store "prod-db"; known stores: "example"',
+    store: 'prod-db',
+    knownStores: ['example'],
+  },
+  401: { type: 'urn:cfgu:problem:unauthorized', title: 'Unauthorized', status: 401, detail: 'a valid bearer key is required (Authorization: Bearer <key>)' },
+  404: { type: 'about:blank', title: 'Not Found', status: 404, detail: 'no route GET /nope' },
+  405: { type: 'about:blank', title: 'Method Not Allowed', status: 405, detail: 'GET is not allowed on /export; allowed: POST' },
+  413: { type: 'urn:cfgu:problem:limit-exceeded', title: 'Limit Exceeded', status: 413, detail: 'the pipeline has 51 commands; the limit is 50' },
+  415: { type: 'about:blank', title: 'Unsupported Media Type', status: 415, detail: 'the request body must be JSON (Content-Type: application/json)' },
+  422: {
+    type: 'urn:cfgu:problem:validation-failed',
+    title: 'Validation Failed',
+    status: 422,
+    detail: '2 keys failed validation',
+    errors: [
+      { command: 0, key: 'API_URL', rule: 'required', message: 'API_URL is required but has no value' },
+      { command: 0, key: 'LOG_LEVEL', rule: 'enum', message: 'value "verbose" is not one of the enum values' },
+    ],
+  },
+  500: {
+    type: 'about:blank',
+    title: 'Internal Server Error',
+    status: 500,
+    detail: 'the server could not process the request; quote the request id to the operator',
+    requestId: 'b7c1f0e2-6a8e-4f0a-9a57-3f1d2d1b9c11',
+  },
+  503: { type: 'urn:cfgu:problem:store-unavailable', title: 'Store Unavailable', status: 503, detail: 'store "example" cannot be reached or read; retry later' },
+};
+
+const problemDescriptions: Record<number, string> = {
+  400: 'Malformed JSON, not a pipeline, an empty pipeline, an invalid schema / key / set, or an unknown store (the detail names the store and the known names).',
+  401: 'Authentication is on and the bearer key is missing or wrong. Comes with `WWW-Authenticate: Bearer`.',
+  404: 'No such route.',
+  405: 'The route exists but not for this method. Comes with `Allow`.',
+  413: 'The body, the number of commands or the number of keys of a schema is over the configured limit.',
+  415: 'The `Content-Type` is not JSON.',
+  422: 'Evaluation failed: `errors` lists every failure (required, pattern, enum, schema, test, const, override).',
+  500: 'Unexpected failure. The detail is in the server log under the request id.',
+  503: 'A store cannot be reached or read and no backup could answer (`Retry-After` says when to retry), or the expression sandbox is down.',
+};
+
+/** A documented problem response for the given status. */
+export function problemResponse(status: number) {
+  const headers: Record<string, unknown> = {};
+  if (status === 401) headers['WWW-Authenticate'] = { schema: { type: 'string', examples: ['Bearer realm="cfgu"'] } };
+  if (status === 405) headers['Allow'] = { schema: { type: 'string', examples: ['POST'] } };
+  if (status === 503) headers['Retry-After'] = { schema: { type: 'integer', examples: [5] }, description: 'Seconds to wait.' };
+  return {
+    description: `${STATUS_TITLES[status] ?? 'Error'}: ${problemDescriptions[status] ?? ''}`,
+    ...(Object.keys(headers).length ? { headers } : {}),
+    content: {
+      'application/problem+json': {
+        schema: { $ref: 'Problem#' },
+        examples: [problemExamples[status]],
+      },
+    },
+  };
+}
+
+const requestIdHeader = {
+  'X-Request-Id': { schema: { type: 'string' }, description: 'The request id (echoed from the request, or generated).' },
+};
+
+export const exportRouteSchema = {
+  summary: 'Evaluate a pipeline and export the result',
+  description:
+    'Runs the commands in order (each gets the previous result as its pipe) and returns the last result: every key that is not `hidden`, each value coerced to a string, number, boolean, object or array.',
+  tags: ['configuration'],
+  operationId: 'export',
+  body: exportBodySchema,
+  response: {
+    200: {
+      description: 'The exported configuration: key -> coerced value.',
+      headers: {
+        ...requestIdHeader,
+        'X-Configu-Backup': {
+          schema: { type: 'string' },
+          description: 'Present when some stores were answered from the backup: their names, comma-separated.',
+        },
+      },
+      content: {
+        'application/json': {
+          schema: {
+            type: 'object',
+            additionalProperties: true,
+            examples: [{ LOG_LEVEL: 'debug', PORT: 8443, API_URL: 'https://eu.api.example.com' }],
+          },
+        },
+      },
+    },
+    400: problemResponse(400),
+    401: problemResponse(401),
+    405: problemResponse(405),
+    413: problemResponse(413),
+    415: problemResponse(415),
+    422: problemResponse(422),
+    500: problemResponse(500),
+    503: problemResponse(503),
+  },
+} as const;
+
+export const liveRouteSchema = {
+  summary: 'Liveness',
+  description: 'Always answers while the process runs. Never needs a key.',
+  tags: ['health'],
+  operationId: 'live',
+  response: {
+    200: {
+      description: 'The process is alive.',
+      type: 'object',
+      required: ['uptime'],
+      properties: { uptime: { type: 'number', description: 'Seconds since the server process started.' } },
+      examples: [{ uptime: 42.318 }],
+    },
+  },
+} as const;
+
+export const readyRouteSchema = {
+  summary: 'Readiness',
+  description:
+    'Ready once the configuration is loaded and every store is initialised; 503 with an empty body while starting and from the moment shutdown begins. Never needs a key.',
+  tags: ['health'],
+  operationId: 'ready',
+  response: {
+    200: {
+      description: 'Ready to serve.',
+      type: 'object',
+      required: ['status'],
+      properties: { status: { type: 'string', enum: ['ready'] } },
+      examples: [{ status: 'ready' }],
+    },
+    503: { description: 'Not ready (starting or shutting down). Empty body.', type: 'null' },
+  },
+} as const;

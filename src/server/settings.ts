@@ -1,0 +1,370 @@
+/**
+ * Proxy settings: one typed object resolved once at start-up from three sources, highest first:
+ *   1. command-line flags (`--port`, `--host`, `--workers`),
+ *   2. environment variables (`CONFIGU_HTTP_PORT`, ...),
+ *   3. the `interface.proxy` section of `.configu`,
+ * then the built-in defaults. Every value is validated here; a bad one throws a ConfigurationError that names where
+ * it came from (the environment variable, the flag, or the file and its property), so start-up stops with one
+ * clear line instead of failing later on the request path.
+ */
+import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { dirname, isAbsolute, resolve as resolvePath } from 'node:path';
+import { ConfigurationError } from '../core/errors.js';
+
+export type TrustProxy = boolean | number | string[];
+
+export interface ServerSettings {
+  http: {
+    port: number;
+    host: string;
+    tls: {
+      enabled: boolean;
+      /** Absolute path of the PEM certificate (chain). */
+      cert: string | undefined;
+      /** Absolute path of the PEM private key. */
+      key: string | undefined;
+    };
+    /** CORS origins; empty: no CORS headers at all; `["*"]`: any origin. */
+    allowedOrigins: string[];
+    /** Fastify `trustProxy`: false, true, a hop count, or a list of addresses/CIDRs. */
+    trustProxy: TrustProxy;
+  };
+  auth: {
+    enabled: boolean;
+    presharedKeys: string[];
+  };
+  log: { enabled: boolean };
+  docs: {
+    enabled: boolean;
+    /** When auth is on, serve /docs and /openapi.json without a key. */
+    public: boolean;
+  };
+  limits: {
+    /** Largest accepted request body, in bytes. */
+    bodyBytes: number;
+    /** Most commands in one pipeline. */
+    commands: number;
+    /** Most keys in one command's schema. */
+    keys: number;
+  };
+  shutdown: {
+    /** Longest time between SIGTERM/SIGINT and exit. */
+    gracePeriodSeconds: number;
+  };
+  /** Processes serving the port (node:cluster); 1 runs in-process. */
+  workers: number;
+}
+
+export const DEFAULT_SETTINGS: Readonly<ServerSettings> = Object.freeze({
+  http: {
+    port: 8080,
+    host: '0.0.0.0',
+    tls: { enabled: false, cert: undefined, key: undefined },
+    allowedOrigins: [],
+    trustProxy: false,
+  },
+  auth: { enabled: false, presharedKeys: [] },
+  log: { enabled: true },
+  docs: { enabled: true, public: false },
+  limits: { bodyBytes: 1024 * 1024, commands: 50, keys: 10_000 },
+  shutdown: { gracePeriodSeconds: 10 },
+  workers: 0, // 0 = os.availableParallelism(), filled in by resolveSettings
+}) as ServerSettings;
+
+/** Flags of `cfgu serve` that map to settings (strings as typed; validated here). */
+export interface SettingsFlags {
+  port?: string;
+  host?: string;
+  workers?: string;
+}
+
+export interface ResolveSettingsInput {
+  flags?: SettingsFlags;
+  env?: NodeJS.ProcessEnv;
+  /** `interface.proxy` of the loaded `.configu` (may be undefined). */
+  fileSettings?: unknown;
+  /** Path of the `.configu` (for messages and to resolve relative TLS paths). */
+  file?: string | undefined;
+  /** Folder that relative paths given in the environment resolve against. */
+  cwd?: string;
+}
+
+/** One place a value came from, for messages. */
+interface Source {
+  /** e.g. `CONFIGU_HTTP_PORT`, `--port`, `interface.proxy.http.port` */
+  name: string;
+  /** the .configu path when the value came from the file */
+  file?: string;
+  kind: 'flag' | 'env' | 'file';
+}
+
+const ENV = {
+  port: 'CONFIGU_HTTP_PORT',
+  host: 'CONFIGU_HTTP_HOST',
+  tlsEnabled: 'CONFIGU_HTTP_TLS_ENABLED',
+  tlsCert: 'CONFIGU_HTTP_TLS_CERT',
+  tlsKey: 'CONFIGU_HTTP_TLS_KEY',
+  allowedOrigins: 'CONFIGU_HTTP_ALLOWED_ORIGINS',
+  trustProxy: 'CONFIGU_HTTP_TRUST_PROXY',
+  authEnabled: 'CONFIGU_AUTH_ENABLED',
+  presharedKeys: 'CONFIGU_AUTH_PRESHARED_KEYS',
+  logEnabled: 'CONFIGU_LOG_ENABLED',
+  docsEnabled: 'CONFIGU_DOCS_ENABLED',
+  docsPublic: 'CONFIGU_DOCS_PUBLIC',
+  bodyBytes: 'CONFIGU_LIMIT_BODY_BYTES',
+  commands: 'CONFIGU_LIMIT_COMMANDS',
+  keys: 'CONFIGU_LIMIT_KEYS',
+  grace: 'CONFIGU_SHUTDOWN_GRACE_SECONDS',
+  workers: 'CONFIGU_WORKERS',
+} as const;
+
+/** The environment variables this module reads (documented in docs/server.md). */
+export const SETTINGS_ENV_VARS: readonly string[] = Object.values(ENV);
+
+/** Allowed shape of `interface.proxy` (unknown properties are typos and rejected). */
+const FILE_SHAPE: Record<string, Record<string, true | Record<string, true>> | true> = {
+  http: { port: true, host: true, tls: { enabled: true, cert: true, key: true }, allowedOrigins: true, trustProxy: true },
+  auth: { enabled: true, presharedKeys: true },
+  log: { enabled: true },
+  docs: { enabled: true, public: true },
+  limits: { bodyBytes: true, commands: true, keys: true },
+  shutdown: { gracePeriodSeconds: true },
+  workers: true,
+};
+
+function fail(source: Source, message: string): never {
+  if (source.kind === 'file') throw new ConfigurationError(`${source.name}: ${message}`, source.file, source.name);
+  if (source.kind === 'env') throw new ConfigurationError(`environment variable ${source.name}: ${message}`, undefined, source.name);
+  throw new ConfigurationError(`flag ${source.name}: ${message}`, undefined, source.name);
+}
+
+const isPlainObject = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function checkFileShape(value: unknown, shape: Record<string, unknown>, path: string, file: string | undefined): void {
+  if (!isPlainObject(value)) fail({ kind: 'file', name: path, file }, 'must be an object');
+  for (const [k, v] of Object.entries(value)) {
+    const sub = shape[k];
+    const here = `${path}.${k}`;
+    if (sub === undefined) {
+      fail({ kind: 'file', name: here, file }, `unknown setting (known: ${Object.keys(shape).join(', ')})`);
+    }
+    if (sub !== true && v !== undefined && v !== null) checkFileShape(v, sub as Record<string, unknown>, here, file);
+  }
+}
+
+const TRUE = new Set(['true', '1', 'yes', 'on']);
+const FALSE = new Set(['false', '0', 'no', 'off']);
+
+function toBoolean(raw: unknown, source: Source): boolean {
+  if (typeof raw === 'boolean') return raw;
+  if (typeof raw === 'string') {
+    const s = raw.trim().toLowerCase();
+    if (TRUE.has(s)) return true;
+    if (FALSE.has(s)) return false;
+  }
+  return fail(source, `must be true or false, got ${describe(raw)}`);
+}
+
+function toInteger(raw: unknown, source: Source, min: number, max: number): number {
+  let n: number | undefined;
+  if (typeof raw === 'number') n = raw;
+  else if (typeof raw === 'string' && /^\s*\d+\s*$/.test(raw)) n = Number(raw.trim());
+  if (n === undefined || !Number.isInteger(n) || n < min || n > max) {
+    return fail(source, `must be a whole number from ${min} to ${max}, got ${describe(raw)}`);
+  }
+  return n;
+}
+
+function toText(raw: unknown, source: Source): string {
+  if (typeof raw !== 'string' || raw.trim() === '') return fail(source, `must be a non-empty string, got ${describe(raw)}`);
+  return raw.trim();
+}
+
+/** A list given as an array (file) or a comma-separated string (env, or file). Empty items are dropped. */
+function toList(raw: unknown, source: Source): string[] {
+  if (typeof raw === 'string') return raw.split(',').map((s) => s.trim()).filter(Boolean);
+  if (Array.isArray(raw) && raw.every((s) => typeof s === 'string')) return raw.map((s) => s.trim()).filter(Boolean);
+  return fail(source, `must be a list of strings or a comma-separated string, got ${describe(raw)}`);
+}
+
+/** Describe a bad value without echoing secrets or long text. */
+function describe(raw: unknown): string {
+  if (raw === null) return 'null';
+  if (Array.isArray(raw)) return 'a list';
+  if (typeof raw === 'string') return raw.length > 40 ? `a ${raw.length}-character string` : JSON.stringify(raw);
+  if (typeof raw === 'object') return 'an object';
+  return String(raw);
+}
+
+function toTrustProxy(raw: unknown, source: Source): TrustProxy {
+  if (typeof raw === 'boolean') return raw;
+  if (typeof raw === 'number') return toInteger(raw, source, 0, 100);
+  if (typeof raw === 'string') {
+    const s = raw.trim().toLowerCase();
+    if (TRUE.has(s) && s !== '1') return true;
+    if (FALSE.has(s) && s !== '0') return false;
+    if (/^\d+$/.test(s)) return toInteger(s, source, 0, 100);
+  }
+  const list = toList(raw, source);
+  if (!list.length) return false;
+  for (const item of list) {
+    if (!/^[0-9A-Fa-f:.]+(\/\d{1,3})?$/.test(item) && !['loopback', 'linklocal', 'uniquelocal'].includes(item)) {
+      fail(source, `"${item}" is not an address, a CIDR range, or one of loopback, linklocal, uniquelocal`);
+    }
+  }
+  return list;
+}
+
+function toOrigins(raw: unknown, source: Source): string[] {
+  const list = toList(raw, source);
+  for (const origin of list) {
+    if (origin === '*') continue;
+    let ok = false;
+    try {
+      const u = new URL(origin);
+      ok = (u.protocol === 'http:' || u.protocol === 'https:') && u.origin === origin.replace(/\/$/, '');
+    } catch {
+      ok = false;
+    }
+    if (!ok) fail(source, `"${origin}" is not an origin such as https://app.example.com (or *)`);
+  }
+  if (list.includes('*') && list.length > 1) fail(source, '"*" cannot be combined with other origins');
+  return list.map((o) => o.replace(/\/$/, ''));
+}
+
+function get(obj: unknown, path: string[]): unknown {
+  let cur = obj;
+  for (const p of path) {
+    if (!isPlainObject(cur)) return undefined;
+    cur = cur[p];
+  }
+  return cur;
+}
+
+/**
+ * Resolve and validate the settings. Throws ConfigurationError with `.file` (for file settings) and `.property`
+ * (the env var, flag or file property) set.
+ */
+export function resolveSettings(input: ResolveSettingsInput = {}): ServerSettings {
+  const flags = input.flags ?? {};
+  const env = input.env ?? {};
+  const file = input.file;
+  const fileSettings = input.fileSettings ?? undefined;
+  const cwd = input.cwd ?? process.cwd();
+  const fileDir = file ? dirname(file) : cwd;
+
+  if (fileSettings !== undefined && fileSettings !== null) checkFileShape(fileSettings, FILE_SHAPE, 'interface.proxy', file);
+
+  /** The value of one setting from the first source that has it, with its source. */
+  const pick = (flag: keyof SettingsFlags | undefined, envName: string, filePath: string[]): [unknown, Source] | undefined => {
+    if (flag && flags[flag] !== undefined) return [flags[flag], { kind: 'flag', name: `--${flag}` }];
+    const e = env[envName];
+    if (e !== undefined && e !== '') return [e, { kind: 'env', name: envName }];
+    const f = get(fileSettings, filePath);
+    if (f !== undefined && f !== null) return [f, { kind: 'file', name: `interface.proxy.${filePath.join('.')}`, file }];
+    return undefined;
+  };
+  const read = <T>(
+    flag: keyof SettingsFlags | undefined,
+    envName: string,
+    filePath: string[],
+    parse: (raw: unknown, source: Source) => T,
+    fallback: T,
+  ): T => {
+    const hit = pick(flag, envName, filePath);
+    return hit ? parse(hit[0], hit[1]) : fallback;
+  };
+  const d = DEFAULT_SETTINGS;
+
+  const port = read('port', ENV.port, ['http', 'port'], (r, s) => toInteger(r, s, 0, 65535), d.http.port);
+  const host = read('host', ENV.host, ['http', 'host'], toText, d.http.host);
+  const tlsEnabled = read(undefined, ENV.tlsEnabled, ['http', 'tls', 'enabled'], toBoolean, false);
+
+  /** A TLS file path, resolved against the cwd (env) or the .configu folder (file), and checked readable now. */
+  const tlsFile = (envName: string, prop: 'cert' | 'key'): string | undefined => {
+    const hit = pick(undefined, envName, ['http', 'tls', prop]);
+    if (!hit) return undefined;
+    const [raw, source] = hit;
+    const text = toText(raw, source);
+    const abs = isAbsolute(text) ? text : resolvePath(source.kind === 'file' ? fileDir : cwd, text);
+    if (!tlsEnabled) return abs;
+    try {
+      const pem = readFileSync(abs, 'utf8');
+      const marker = prop === 'cert' ? /-----BEGIN CERTIFICATE-----/ : /-----BEGIN [A-Z ]*PRIVATE KEY-----/;
+      if (!marker.test(pem)) fail(source, `the file is not a PEM ${prop === 'cert' ? 'certificate' : 'private key'}`);
+    } catch (e) {
+      if (e instanceof ConfigurationError) throw e;
+      fail(source, `cannot read the ${prop === 'cert' ? 'certificate' : 'key'} file (${(e as NodeJS.ErrnoException).code ?? 'error'})`);
+    }
+    return abs;
+  };
+  const cert = tlsFile(ENV.tlsCert, 'cert');
+  const key = tlsFile(ENV.tlsKey, 'key');
+  if (tlsEnabled && (!cert || !key)) {
+    const missing = !cert ? 'cert' : 'key';
+    const src = pick(undefined, ENV.tlsEnabled, ['http', 'tls', 'enabled'])![1];
+    fail(src, `TLS is enabled but no ${missing} file is set (${missing === 'cert' ? ENV.tlsCert : ENV.tlsKey} or interface.proxy.http.tls.${missing})`);
+  }
+
+  const allowedOrigins = read(undefined, ENV.allowedOrigins, ['http', 'allowedOrigins'], toOrigins, [] as string[]);
+  const trustProxy = read(undefined, ENV.trustProxy, ['http', 'trustProxy'], toTrustProxy, false as TrustProxy);
+
+  const authEnabled = read(undefined, ENV.authEnabled, ['auth', 'enabled'], toBoolean, false);
+  const keysHit = pick(undefined, ENV.presharedKeys, ['auth', 'presharedKeys']);
+  const presharedKeys = keysHit ? toList(keysHit[0], keysHit[1]) : [];
+  if (authEnabled && presharedKeys.length === 0) {
+    const src = keysHit?.[1] ?? pick(undefined, ENV.authEnabled, ['auth', 'enabled'])![1];
+    fail(src, `authentication is enabled but no preshared key is set (${ENV.presharedKeys} or interface.proxy.auth.presharedKeys)`);
+  }
+  if (authEnabled) {
+    for (const k of presharedKeys) {
+      if (/\s/.test(k) || k.length < 8) fail(keysHit![1], 'every preshared key must be at least 8 characters without spaces');
+    }
+  }
+
+  const logEnabled = read(undefined, ENV.logEnabled, ['log', 'enabled'], toBoolean, true);
+  const docsEnabled = read(undefined, ENV.docsEnabled, ['docs', 'enabled'], toBoolean, true);
+  const docsPublic = read(undefined, ENV.docsPublic, ['docs', 'public'], toBoolean, false);
+
+  const bodyBytes = read(undefined, ENV.bodyBytes, ['limits', 'bodyBytes'], (r, s) => toInteger(r, s, 1024, 1024 * 1024 * 1024), d.limits.bodyBytes);
+  const commands = read(undefined, ENV.commands, ['limits', 'commands'], (r, s) => toInteger(r, s, 1, 100_000), d.limits.commands);
+  const keys = read(undefined, ENV.keys, ['limits', 'keys'], (r, s) => toInteger(r, s, 1, 10_000_000), d.limits.keys);
+  const gracePeriodSeconds = read(undefined, ENV.grace, ['shutdown', 'gracePeriodSeconds'], (r, s) => toInteger(r, s, 0, 3600), d.shutdown.gracePeriodSeconds);
+  const workers = read('workers', ENV.workers, ['workers'], (r, s) => toInteger(r, s, 1, 1024), availableParallelism());
+
+  return {
+    http: { port, host, tls: { enabled: tlsEnabled, cert, key }, allowedOrigins, trustProxy },
+    auth: { enabled: authEnabled, presharedKeys },
+    log: { enabled: logEnabled },
+    docs: { enabled: docsEnabled, public: docsPublic },
+    limits: { bodyBytes, commands, keys },
+    shutdown: { gracePeriodSeconds },
+    workers,
+  };
+}
+
+type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? (T[K] extends unknown[] ? T[K] : DeepPartial<T[K]>) : T[K] };
+export type SettingsOverrides = DeepPartial<ServerSettings>;
+
+/** Defaults with some values replaced (for tests, the benchmark and embedding); not validated beyond types. */
+export function settingsWith(overrides: SettingsOverrides = {}): ServerSettings {
+  const d = DEFAULT_SETTINGS;
+  const o = overrides;
+  return {
+    http: {
+      port: o.http?.port ?? d.http.port,
+      host: o.http?.host ?? d.http.host,
+      tls: { ...d.http.tls, ...o.http?.tls },
+      allowedOrigins: o.http?.allowedOrigins ?? [],
+      trustProxy: o.http?.trustProxy ?? false,
+    },
+    auth: { enabled: o.auth?.enabled ?? false, presharedKeys: o.auth?.presharedKeys ?? [] },
+    log: { ...d.log, ...o.log },
+    docs: { ...d.docs, ...o.docs },
+    limits: { ...d.limits, ...o.limits },
+    shutdown: { ...d.shutdown, ...o.shutdown },
+    workers: o.workers ?? 1,
+  };
+}
