@@ -1,0 +1,160 @@
+/**
+ * The stores of a loaded `.configu`, built once at start-up (never per request). `init()` connects every store; a
+ * store that cannot be reached is logged and left to reconnect on its own (each store kind retries on use), so an
+ * unreachable database never prevents start-up. Requests resolve a store by declared name (or the default store);
+ * the ResolvedStore wrapper adds the backup behaviour.
+ */
+import { CfguError, StoreUnavailableError, UnknownStoreError } from '../core/errors.js';
+import { BackupDatabase } from '../stores/backup.js';
+import { reasonOf } from '../stores/common.js';
+import { createStore } from '../stores/index.js';
+import type { Config, ConfigQuery, ConfigStore, ResolvedStore } from '../stores/types.js';
+import type { LoadedConfiguration, StoreDefinition, StoreRegistry } from './types.js';
+
+/** pino-compatible subset. */
+export interface RegistryLogger {
+  warn(details: Record<string, unknown>, message: string): void;
+  info?(details: Record<string, unknown>, message: string): void;
+}
+
+export interface StoreRegistryOptions {
+  logger?: RegistryLogger;
+  /** Build a store (tests inject fakes). Default: createStore. */
+  createStore?: (definition: StoreDefinition) => ConfigStore;
+}
+
+export interface StoreStatus {
+  name: string;
+  type: string;
+  /** The last init/read/write reached the store. */
+  available: boolean;
+  /** Why not, when not (secret-free). */
+  problem?: string;
+}
+
+export interface StoreRegistryWithStatus extends StoreRegistry {
+  /** Per-store reachability as last seen (for readiness reports and logs). */
+  status(): StoreStatus[];
+  /** The backup database, when any store has `backup: true`. */
+  readonly backup: BackupDatabase | undefined;
+}
+
+const stderrLogger: RegistryLogger = {
+  warn: (details, message) => process.stderr.write(`cfgu: ${message} ${JSON.stringify(details)}\n`),
+};
+
+class Resolved implements ResolvedStore {
+  available = true;
+  problem: string | undefined;
+  constructor(
+    readonly name: string,
+    readonly type: string,
+    readonly store: ConfigStore,
+    private readonly backup: BackupDatabase | undefined,
+  ) {}
+
+  private unavailable(e: unknown): CfguError {
+    const err = e instanceof CfguError ? e : new StoreUnavailableError(this.name, reasonOf(e));
+    if (err instanceof StoreUnavailableError) {
+      this.available = false;
+      this.problem = err.message;
+    }
+    return err;
+  }
+
+  private ok(): void {
+    this.available = true;
+    this.problem = undefined;
+  }
+
+  async read(queries: readonly ConfigQuery[]): Promise<{ configs: Config[]; fromBackup: boolean }> {
+    let configs: Config[];
+    try {
+      configs = await this.store.get(queries);
+    } catch (e) {
+      const err = this.unavailable(e);
+      if (this.backup && err instanceof StoreUnavailableError) {
+        let fromBackup: Config[] | undefined;
+        try {
+          fromBackup = this.backup.read(this.name, queries);
+        } catch {
+          fromBackup = undefined;
+        }
+        if (fromBackup) return { configs: fromBackup, fromBackup: true };
+      }
+      throw err;
+    }
+    this.ok();
+    this.backup?.recordRead(this.name, queries, configs);
+    return { configs, fromBackup: false };
+  }
+
+  async write(configs: readonly Config[]): Promise<void> {
+    try {
+      await this.store.set(configs);
+    } catch (e) {
+      throw this.unavailable(e);
+    }
+    this.ok();
+    this.backup?.recordWrite(this.name, configs);
+  }
+}
+
+/** Build the registry (stores are created, not connected). Throws ConfigurationError for a bad store setting. */
+export function createStoreRegistry(loaded: LoadedConfiguration, options: StoreRegistryOptions = {}): StoreRegistryWithStatus {
+  const logger = options.logger ?? stderrLogger;
+  const build = options.createStore ?? ((d: StoreDefinition) => createStore(d.type, d.configuration, d.name));
+  const needsBackup = loaded.stores.some((s) => s.backup);
+  const backup = needsBackup
+    ? new BackupDatabase(loaded.backup, (message) => logger.warn({ backup: loaded.backup }, message))
+    : undefined;
+  const byName = new Map<string, Resolved>();
+  for (const d of loaded.stores) byName.set(d.name, new Resolved(d.name, d.type, build(d), d.backup ? backup : undefined));
+  const names = [...byName.keys()];
+  let closed = false;
+
+  return {
+    backup,
+    names: () => [...names],
+    store: (name) => byName.get(name)?.store,
+    resolve(name) {
+      const wanted = name ?? loaded.defaultStore;
+      const found = wanted === undefined ? undefined : byName.get(wanted);
+      if (!found) throw new UnknownStoreError(name, names);
+      return found;
+    },
+    async init() {
+      closed = false;
+      await Promise.all(
+        [...byName.values()].map(async (r) => {
+          try {
+            await r.store.init();
+            r.available = true;
+            r.problem = undefined;
+          } catch (e) {
+            const err = e instanceof CfguError ? e : new StoreUnavailableError(r.name, reasonOf(e));
+            r.available = false;
+            r.problem = err.message;
+            logger.warn(
+              { store: r.name, type: r.type, code: err.code },
+              `${err.message}; starting anyway, the store is retried when a request uses it`,
+            );
+          }
+        }),
+      );
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      await Promise.allSettled([...byName.values()].map((r) => r.store.close()));
+      backup?.close();
+    },
+    status: () =>
+      [...byName.values()].map((r) => ({
+        name: r.name,
+        type: r.type,
+        available: r.available,
+        ...(r.problem ? { problem: r.problem } : {}),
+      })),
+  };
+}

@@ -1,0 +1,241 @@
+/**
+ * Helpers shared by the store kinds: reading store configuration, turning driver errors into safe
+ * StoreUnavailableErrors, timeouts, the Configu row id, identifier checks, batch de-duplication.
+ */
+import { createHash } from 'node:crypto';
+import { CfguError, ConfigurationError, StoreUnavailableError } from '../core/errors.js';
+import type { Config, ConfigQuery } from './types.js';
+
+/** Default connect and query timeout of network stores, in milliseconds. */
+export const DEFAULT_TIMEOUT_MS = 3000;
+
+/** The `id` column of the SQL layout: lower-case hex MD5 of `set + key` (as the Cfgu v1 ORM stores compute it). */
+export function configId(set: string, key: string): string {
+  return createHash('md5').update(set + key).digest('hex');
+}
+
+/** A map key for one (set, key) pair. NUL cannot appear in set paths or key names. */
+export const pairKey = (set: string, key: string): string => `${set}\u0000${key}`;
+
+/** Queries without duplicates (same order as first seen). */
+export function uniqueQueries(queries: readonly ConfigQuery[]): ConfigQuery[] {
+  const seen = new Set<string>();
+  const out: ConfigQuery[] = [];
+  for (const q of queries) {
+    const k = pairKey(q.set, q.key);
+    if (!seen.has(k)) {
+      seen.add(k);
+      out.push({ set: q.set, key: q.key });
+    }
+  }
+  return out;
+}
+
+/** The last write of each (set, key) in a batch wins; returns the upserts and the deletes (value ""). */
+export function splitWrites(configs: readonly Config[]): { upserts: Config[]; deletes: Config[] } {
+  const last = new Map<string, Config>();
+  for (const c of configs) {
+    const k = pairKey(c.set, c.key);
+    last.delete(k); // keep the order of the last write
+    last.set(k, { set: c.set, key: c.key, value: c.value });
+  }
+  const upserts: Config[] = [];
+  const deletes: Config[] = [];
+  for (const c of last.values()) (c.value === '' ? deletes : upserts).push(c);
+  return { upserts, deletes };
+}
+
+/** Keep only the rows that answer one of the queries exactly (SQL collations may compare case-insensitively). */
+export function answerFrom(rows: Iterable<Config>, queries: readonly ConfigQuery[]): Config[] {
+  const wanted = new Set(queries.map((q) => pairKey(q.set, q.key)));
+  const out: Config[] = [];
+  const seen = new Set<string>();
+  for (const r of rows) {
+    if (typeof r.value !== 'string' || r.value === '') continue;
+    const k = pairKey(r.set, r.key);
+    if (wanted.has(k) && !seen.has(k)) {
+      seen.add(k);
+      out.push({ set: r.set, key: r.key, value: r.value });
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Configuration readers. `what` names the store for messages.
+
+export type StoreSettings = Record<string, unknown>;
+
+function bad(store: string, property: string, expected: string): never {
+  throw new ConfigurationError(
+    `store "${store}": configuration.${property} must be ${expected}`,
+    undefined,
+    `stores.${store}.configuration.${property}`,
+  );
+}
+
+export function optString(conf: StoreSettings, prop: string, store: string): string | undefined {
+  const v = conf[prop];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v === 'string') return v;
+  if (typeof v === 'number') return String(v);
+  return bad(store, prop, 'a string');
+}
+
+export function reqString(conf: StoreSettings, prop: string, store: string): string {
+  const v = optString(conf, prop, store);
+  if (v === undefined || v === '') return bad(store, prop, 'a non-empty string');
+  return v;
+}
+
+export function optNumber(conf: StoreSettings, prop: string, store: string): number | undefined {
+  const v = conf[prop];
+  if (v === undefined || v === null || v === '') return undefined;
+  const n = typeof v === 'string' ? Number(v) : v;
+  if (typeof n !== 'number' || !Number.isFinite(n) || n < 0) return bad(store, prop, 'a non-negative number');
+  return n;
+}
+
+/** `timeout` (ms) of a store's configuration, for connecting and for each query. */
+export function timeoutOf(conf: StoreSettings, store: string): number {
+  return optNumber(conf, 'timeout', store) ?? DEFAULT_TIMEOUT_MS;
+}
+
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+
+/** Validates a table name as a plain SQL identifier (letters, digits, `_`; at most 63 characters). */
+export function tableNameOf(conf: StoreSettings, store: string): string {
+  const name = optString(conf, 'tableName', store) ?? 'config';
+  if (!IDENTIFIER.test(name)) {
+    throw new ConfigurationError(
+      `store "${store}": configuration.tableName "${name.slice(0, 80)}" is not a valid table name ` +
+        `(letters, digits and _, not starting with a digit, at most 63 characters)`,
+      undefined,
+      `stores.${store}.configuration.tableName`,
+    );
+  }
+  return name;
+}
+
+/** Index names derived from a table name, kept within the 63/64-character identifier limits. */
+export const indexName = (prefix: string, table: string): string => `${prefix}_${table}`.slice(0, 63);
+
+// ---------------------------------------------------------------------------------------------------------------
+// Errors
+
+/** Replace the password part of URLs and every given secret in a text. */
+export function redact(text: string, secrets: readonly (string | undefined)[] = []): string {
+  let out = text.replace(/(\b[a-z][a-z0-9+.-]*:\/\/)([^\s/@:]*):([^\s/@]*)@/gi, '$1$2:***@');
+  for (const s of secrets) if (s && s.length >= 3) out = out.split(s).join('***');
+  return out;
+}
+
+const CODE_REASONS: Record<string, string> = {
+  ECONNREFUSED: 'connection refused',
+  ECONNRESET: 'connection reset',
+  ETIMEDOUT: 'timed out',
+  ENOTFOUND: 'host not found',
+  EAI_AGAIN: 'host name lookup failed',
+  EHOSTUNREACH: 'host unreachable',
+  ENETUNREACH: 'network unreachable',
+  EPIPE: 'connection closed',
+  EACCES: 'permission denied',
+  EPERM: 'permission denied',
+  ENOENT: 'not found',
+  EISDIR: 'is a folder',
+  ENOTDIR: 'a parent is not a folder',
+  EROFS: 'read-only file system',
+  ENOSPC: 'no space left on the device',
+  '28P01': 'authentication failed',
+  '28000': 'authentication failed',
+  '3D000': 'database does not exist',
+  '57P01': 'the server is shutting down',
+  '57P03': 'the server is starting up or shutting down',
+  ER_ACCESS_DENIED_ERROR: 'authentication failed',
+  ER_BAD_DB_ERROR: 'database does not exist',
+  PROTOCOL_CONNECTION_LOST: 'connection lost',
+  SQLITE_BUSY: 'database is locked',
+  SQLITE_CANTOPEN: 'cannot open the database file',
+  SQLITE_CORRUPT: 'database file is corrupt',
+  SQLITE_NOTADB: 'file is not a database',
+  SQLITE_READONLY: 'database is read-only',
+};
+
+/** A short, secret-free reason for a driver error (no stack, no URL credentials). */
+export function reasonOf(err: unknown, secrets: readonly (string | undefined)[] = []): string {
+  if (err instanceof AggregateError && err.errors.length) return reasonOf(err.errors[0], secrets);
+  const e = err as { code?: unknown; message?: unknown; errno?: unknown } | undefined;
+  const code = typeof e?.code === 'string' ? e.code : undefined;
+  if (code && CODE_REASONS[code]) return CODE_REASONS[code]!;
+  let message = typeof e?.message === 'string' ? e.message : String(err);
+  message = redact(message.split('\n')[0]!, secrets).trim();
+  if (message.length > 160) message = `${message.slice(0, 157)}...`;
+  if (!message) message = code ?? 'unknown error';
+  return message;
+}
+
+/** Wrap any failure as StoreUnavailableError (CfguErrors pass through unchanged). */
+export function unavailable(store: string, err: unknown, secrets: readonly (string | undefined)[] = []): CfguError {
+  if (err instanceof CfguError) return err;
+  return new StoreUnavailableError(store, reasonOf(err, secrets));
+}
+
+export class TimeoutError extends Error {
+  constructor(what: string, ms: number) {
+    super(`${what} timed out after ${ms} ms`);
+    this.name = 'TimeoutError';
+  }
+}
+
+/** Reject after `ms` (the underlying operation is not cancelled; drivers are given their own timeouts too). */
+export function withTimeout<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  if (!(ms > 0)) return promise;
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new TimeoutError(what, ms)), ms);
+    timer.unref?.();
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
+}
+
+/** A promise-chain mutex: `run` calls execute one at a time, in order. */
+export class Mutex {
+  private tail: Promise<unknown> = Promise.resolve();
+  run<T>(fn: () => Promise<T>): Promise<T> {
+    const next = this.tail.then(fn, fn);
+    this.tail = next.catch(() => undefined);
+    return next;
+  }
+}
+
+/**
+ * Connect-once-and-retry-on-use: `ensure()` runs `connect` at most once at a time; after a failure, the next call
+ * tries again (so a store that was down at start-up comes up on its own when it is reachable).
+ */
+export class Lazy {
+  private ready = false;
+  private pending: Promise<void> | undefined;
+  constructor(private readonly connect: () => Promise<void>) {}
+  get isReady(): boolean {
+    return this.ready;
+  }
+  ensure(): Promise<void> {
+    if (this.ready) return Promise.resolve();
+    if (!this.pending) {
+      this.pending = this.connect().then(
+        () => {
+          this.ready = true;
+          this.pending = undefined;
+        },
+        (err) => {
+          this.pending = undefined;
+          throw err;
+        },
+      );
+    }
+    return this.pending;
+  }
+  reset(): void {
+    this.ready = false;
+  }
+}

@@ -1,0 +1,146 @@
+/**
+ * `etcd` (etcd3, v3 gRPC API): `hosts` (a URL or a list of URLs, e.g. `http://127.0.0.1:2379`), optional
+ * `username`/`password`, `timeout` (ms, default 3000: dial timeout and per-call deadline).
+ *
+ * Layout: see key-value.ts. A batch read is one transaction of range requests (one per storage key, in chunks of
+ * 128, etcd's default `--max-txn-ops`). A batch write reads the storage keys with their mod revisions in one
+ * transaction, computes the new values, and commits a transaction whose compares check every mod revision is
+ * unchanged (0 = still absent); when another writer got there first, it is retried.
+ *
+ * The client's circuit breaker and retries reconnect by themselves when etcd is back (within about 5 s).
+ */
+import { Etcd3, type IOptions } from 'etcd3';
+import { StoreUnavailableError } from '../core/errors.js';
+import { unavailable, withTimeout } from './common.js';
+import { applyKeyValueWrites, decodeKeyValue, storageKeys } from './key-value.js';
+import type { Config, ConfigQuery, ConfigStore } from './types.js';
+
+export interface EtcdStoreOptions {
+  hosts: string | string[];
+  username?: string;
+  password?: string;
+  timeoutMs?: number;
+}
+
+const MAX_OPS_PER_TXN = 128;
+const MAX_WRITE_ATTEMPTS = 20;
+
+export class EtcdConfigStore implements ConfigStore {
+  readonly type = 'etcd';
+  private client: Etcd3 | undefined;
+  private readonly timeoutMs: number;
+
+  constructor(
+    readonly name: string,
+    private readonly options: EtcdStoreOptions,
+  ) {
+    this.timeoutMs = options.timeoutMs ?? 3000;
+  }
+
+  private etcd(): Etcd3 {
+    if (!this.client) {
+      const timeout = this.timeoutMs;
+      const opts: IOptions = {
+        hosts: this.options.hosts,
+        dialTimeout: timeout,
+        defaultCallOptions: (ctx) => (ctx.isStream ? {} : { deadline: Date.now() + timeout }),
+      };
+      if (this.options.username !== undefined) {
+        opts.auth = { username: this.options.username, password: this.options.password ?? '' };
+      }
+      this.client = new Etcd3(opts);
+    }
+    return this.client;
+  }
+
+  private async guard<T>(fn: (c: Etcd3) => Promise<T>): Promise<T> {
+    try {
+      return await withTimeout(fn(this.etcd()), this.timeoutMs * 2 + 500, 'etcd call');
+    } catch (e) {
+      throw unavailable(this.name, e, [this.options.password]);
+    }
+  }
+
+  /** Raw values and mod revisions of storage keys, one transaction per 128 keys. */
+  private async readKeys(c: Etcd3, keys: readonly string[]): Promise<Map<string, { value: string; modRevision: string }>> {
+    const out = new Map<string, { value: string; modRevision: string }>();
+    for (let i = 0; i < keys.length; i += MAX_OPS_PER_TXN) {
+      const chunk = keys.slice(i, i + MAX_OPS_PER_TXN);
+      const res = await c.kv.txn({
+        compare: [],
+        success: chunk.map((k) => ({ request_range: { key: Buffer.from(k) } })),
+        failure: [],
+      });
+      for (const r of res.responses) {
+        for (const kv of r.response_range?.kvs ?? []) {
+          out.set(kv.key.toString(), { value: kv.value.toString(), modRevision: String(kv.mod_revision) });
+        }
+      }
+    }
+    return out;
+  }
+
+  async init(): Promise<void> {
+    // Check reachability (the client connects lazily).
+    await this.guard((c) => c.kv.range({ key: Buffer.from('\u0000cfgu-ping'), count_only: true }));
+  }
+
+  async get(queries: readonly ConfigQuery[]): Promise<Config[]> {
+    if (!queries.length) return [];
+    const keys = storageKeys(queries);
+    const found = await this.guard((c) => this.readKeys(c, keys));
+    const raw = new Map<string, string | undefined>();
+    for (const k of keys) raw.set(k, found.get(k)?.value);
+    return decodeKeyValue(queries, raw);
+  }
+
+  async set(configs: readonly Config[]): Promise<void> {
+    if (!configs.length) return;
+    const keys = storageKeys(configs);
+    if (keys.length > MAX_OPS_PER_TXN / 2) {
+      // Compare + put per key must fit one transaction: split the batch by storage key.
+      const groups = new Map<string, Config[]>();
+      for (const c of configs) {
+        const k = c.set === '' ? c.key : c.set;
+        const g = groups.get(k) ?? [];
+        g.push(c);
+        groups.set(k, g);
+      }
+      const all = [...groups.values()];
+      for (let i = 0; i < all.length; i += MAX_OPS_PER_TXN / 2) await this.set(all.slice(i, i + MAX_OPS_PER_TXN / 2).flat());
+      return;
+    }
+    await this.guard(async (c) => {
+      for (let attempt = 0; attempt < MAX_WRITE_ATTEMPTS; attempt++) {
+        const found = await this.readKeys(c, keys);
+        const current = new Map<string, string | undefined>();
+        for (const k of keys) current.set(k, found.get(k)?.value);
+        const changes = applyKeyValueWrites(configs, current);
+        if (!changes.size) return;
+        const res = await c.kv.txn({
+          compare: [...changes.keys()].map((k) => ({
+            key: Buffer.from(k),
+            target: 'Mod' as const,
+            result: 'Equal' as const,
+            mod_revision: found.get(k)?.modRevision ?? '0',
+          })),
+          success: [...changes].map(([k, v]) =>
+            v === null
+              ? { request_delete_range: { key: Buffer.from(k) } }
+              : { request_put: { key: Buffer.from(k), value: Buffer.from(v) } },
+          ),
+          failure: [],
+        });
+        if (res.succeeded) return;
+        await new Promise((r) => setTimeout(r, Math.random() * 10 * (attempt + 1)));
+      }
+      throw new StoreUnavailableError(this.name, 'too many concurrent writers; try again', 1);
+    });
+  }
+
+  async close(): Promise<void> {
+    const c = this.client;
+    this.client = undefined;
+    c?.close();
+  }
+}

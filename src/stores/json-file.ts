@@ -1,0 +1,378 @@
+/**
+ * `json-file`: the file is a JSON array of `{ "set", "key", "value" }` (the Cfgu v1 layout); empty values are not
+ * kept; a missing file is an empty store.
+ *
+ * Reads are answered from memory. The in-memory copy is checked against the file's fingerprint
+ * (inode + size + mtime in ns, one `fs.stat`) only when a file-system watch event for the file arrived, or when the
+ * last check is older than `recheckMs` (default 1000 ms; also the fallback when watching is impossible, e.g. on
+ * network file systems), and it is re-read only when the fingerprint changed.
+ *
+ * Writes: an exclusive lock file `<path>.lock` (O_EXCL create, holding pid, time and a random token) serialises
+ * writers across processes; under the lock the file is re-read from disk, the batch applied, the result written to a
+ * temporary file in the same folder, fsynced, renamed over the file and the folder fsynced. A lock whose pid is no
+ * longer alive, or that is older than `staleLockMs` (default 10 s), is broken. A crash at any point leaves either the
+ * old or the new file, never a partial one.
+ *
+ * A file that cannot be read or parsed makes every request fail with StoreUnavailableError naming the store (the
+ * file is never overwritten while it is corrupt); the store recovers as soon as the file is fixed.
+ */
+import { randomBytes } from 'node:crypto';
+import { watch, type FSWatcher } from 'node:fs';
+import { link, mkdir, open, readFile, rename, stat, unlink } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
+import { StoreUnavailableError } from '../core/errors.js';
+import { answerFrom, Mutex, pairKey, reasonOf, splitWrites } from './common.js';
+import type { Config, ConfigQuery, ConfigStore } from './types.js';
+
+export interface JsonFileStoreOptions {
+  /** Absolute path of the file. */
+  path: string;
+  /** How long a writer waits for the lock before giving up (ms). Default 5000. */
+  lockTimeoutMs?: number;
+  /** A lock older than this is considered abandoned (ms). Default 10000. */
+  staleLockMs?: number;
+  /** Watch the folder for changes (default true). */
+  watch?: boolean;
+  /** Re-check the fingerprint at least this often even without watch events (ms). Default 1000. */
+  recheckMs?: number;
+}
+
+type Parsed = { ok: true; configs: Map<string, Config> } | { ok: false; reason: string };
+
+/** Parse the file's text. Lenient about scalars (numbers/booleans become strings); strict about shape. */
+export function parseJsonConfigs(text: string): Parsed {
+  if (text.trim() === '') return { ok: true, configs: new Map() };
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch {
+    return { ok: false, reason: 'the file is not valid JSON' };
+  }
+  if (!Array.isArray(data)) return { ok: false, reason: 'the file is not a JSON array of {set, key, value} objects' };
+  const configs = new Map<string, Config>();
+  for (let i = 0; i < data.length; i++) {
+    const item = data[i] as Record<string, unknown> | null;
+    const bad = (): Parsed => ({ ok: false, reason: `item ${i} of the file is not a {set, key, value} object` });
+    if (!item || typeof item !== 'object' || Array.isArray(item)) return bad();
+    const set = item.set === undefined || item.set === null ? '' : item.set;
+    const { key, value } = item;
+    if (typeof set !== 'string' || typeof key !== 'string' || key === '') return bad();
+    let v: string;
+    if (value === undefined || value === null) continue;
+    if (typeof value === 'string') v = value;
+    else if (typeof value === 'number' || typeof value === 'boolean') v = String(value);
+    else return bad();
+    if (v === '') continue;
+    const k = pairKey(set, key);
+    configs.delete(k);
+    configs.set(k, { set, key, value: v });
+  }
+  return { ok: true, configs };
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+function pidAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
+const isCode = (e: unknown, ...codes: string[]) => codes.includes((e as NodeJS.ErrnoException)?.code ?? '');
+
+export class JsonFileConfigStore implements ConfigStore {
+  readonly type = 'json-file';
+  readonly path: string;
+  private readonly lockPath: string;
+  private readonly lockTimeoutMs: number;
+  private readonly staleLockMs: number;
+  private readonly recheckMs: number;
+  private readonly useWatch: boolean;
+
+  private data = new Map<string, Config>();
+  /** Fingerprint of the file the in-memory copy (or `error`) reflects; undefined = must look. */
+  private fingerprint: string | undefined;
+  private error: StoreUnavailableError | undefined;
+  private dirty = true;
+  private lastCheck = 0;
+  private watcher: FSWatcher | undefined;
+  private refreshing: Promise<void> | undefined;
+  private readonly writes = new Mutex();
+  private closed = false;
+
+  constructor(
+    readonly name: string,
+    options: JsonFileStoreOptions,
+  ) {
+    this.path = options.path;
+    this.lockPath = `${options.path}.lock`;
+    this.lockTimeoutMs = options.lockTimeoutMs ?? 5000;
+    this.staleLockMs = options.staleLockMs ?? 10_000;
+    this.recheckMs = options.recheckMs ?? 1000;
+    this.useWatch = options.watch ?? true;
+  }
+
+  async init(): Promise<void> {
+    this.closed = false;
+    this.startWatch();
+    this.dirty = true;
+    await this.refresh();
+    if (this.error) throw this.error;
+  }
+
+  async get(queries: readonly ConfigQuery[]): Promise<Config[]> {
+    await this.refresh();
+    if (this.error) throw this.error;
+    const rows: Config[] = [];
+    for (const q of queries) {
+      const c = this.data.get(pairKey(q.set, q.key));
+      if (c) rows.push(c);
+    }
+    return answerFrom(rows, queries);
+  }
+
+  async set(configs: readonly Config[]): Promise<void> {
+    if (!configs.length) return;
+    const { upserts, deletes } = splitWrites(configs);
+    await this.writes.run(async () => {
+      const release = await this.lock();
+      try {
+        // Re-read under the lock: other processes may have written since our last look.
+        const current = await this.readFromDisk();
+        for (const c of deletes) current.delete(pairKey(c.set, c.key));
+        for (const c of upserts) {
+          const k = pairKey(c.set, c.key);
+          const old = current.get(k);
+          if (old) old.value = c.value;
+          else current.set(k, { ...c });
+        }
+        const fingerprint = await this.writeAtomically([...current.values()]);
+        this.data = current;
+        this.fingerprint = fingerprint;
+        this.error = undefined;
+      } finally {
+        await release();
+      }
+    });
+  }
+
+  async close(): Promise<void> {
+    this.closed = true;
+    this.watcher?.close();
+    this.watcher = undefined;
+  }
+
+  // -------------------------------------------------------------------------------------------------------------
+  // Reading
+
+  private startWatch(): void {
+    if (!this.useWatch || this.watcher) return;
+    const base = basename(this.path);
+    try {
+      const w = watch(dirname(this.path), { persistent: false }, (_event, filename) => {
+        if (filename === null || filename === undefined || String(filename) === base) this.dirty = true;
+      });
+      w.on('error', () => {
+        // Folder removed or watch limit reached: fall back to the periodic check.
+        w.close();
+        if (this.watcher === w) this.watcher = undefined;
+        this.dirty = true;
+      });
+      this.watcher = w;
+    } catch {
+      this.watcher = undefined; // folder missing or watching unsupported: stat on every request instead
+    }
+  }
+
+  /** Bring the in-memory copy up to date with the file, cheaply. Never throws; sets `error` instead. */
+  private refresh(): Promise<void> {
+    const fresh =
+      !this.dirty && this.watcher !== undefined && this.fingerprint !== undefined && Date.now() - this.lastCheck < this.recheckMs;
+    if (fresh) return Promise.resolve();
+    if (!this.refreshing) {
+      this.refreshing = this.check().finally(() => {
+        this.refreshing = undefined;
+      });
+    }
+    return this.refreshing;
+  }
+
+  private async check(): Promise<void> {
+    if (!this.closed && !this.watcher) this.startWatch();
+    this.dirty = false; // an event arriving while we look sets it again
+    this.lastCheck = Date.now();
+    let fingerprint: string;
+    try {
+      const st = await stat(this.path, { bigint: true });
+      if (!st.isFile()) throw Object.assign(new Error('not a file'), { code: 'EISDIR' });
+      fingerprint = `${st.ino}:${st.size}:${st.mtimeNs}`;
+    } catch (e) {
+      if (isCode(e, 'ENOENT')) {
+        if (this.fingerprint !== 'missing') {
+          this.data = new Map();
+          this.error = undefined;
+          this.fingerprint = 'missing';
+        }
+        return;
+      }
+      this.fail(reasonOf(e));
+      return;
+    }
+    if (fingerprint === this.fingerprint) return;
+    let text: string;
+    try {
+      text = await readFile(this.path, 'utf8');
+    } catch (e) {
+      if (isCode(e, 'ENOENT')) {
+        this.dirty = true; // replaced while we looked: look again next time
+        return;
+      }
+      this.fail(reasonOf(e));
+      return;
+    }
+    const parsed = parseJsonConfigs(text);
+    this.fingerprint = fingerprint;
+    if (parsed.ok) {
+      this.data = parsed.configs;
+      this.error = undefined;
+    } else {
+      this.error = new StoreUnavailableError(this.name, parsed.reason);
+    }
+  }
+
+  private fail(reason: string): void {
+    this.error = new StoreUnavailableError(this.name, `cannot read the file: ${reason}`);
+    this.fingerprint = undefined;
+    this.dirty = true;
+  }
+
+  /** Read and parse the file now (under the write lock). Missing = empty; unreadable or corrupt = throw. */
+  private async readFromDisk(): Promise<Map<string, Config>> {
+    let text: string;
+    try {
+      text = await readFile(this.path, 'utf8');
+    } catch (e) {
+      if (isCode(e, 'ENOENT')) return new Map();
+      throw new StoreUnavailableError(this.name, `cannot read the file: ${reasonOf(e)}`);
+    }
+    const parsed = parseJsonConfigs(text);
+    if (!parsed.ok) throw new StoreUnavailableError(this.name, `${parsed.reason}; not writing over it`);
+    return parsed.configs;
+  }
+
+  // -------------------------------------------------------------------------------------------------------------
+  // Writing
+
+  /** Write the whole file atomically; returns the new file's fingerprint. */
+  private async writeAtomically(configs: Config[]): Promise<string> {
+    const dir = dirname(this.path);
+    const tmp = join(dir, `.${basename(this.path)}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`);
+    const text = `${JSON.stringify(
+      configs.map((c) => ({ set: c.set, key: c.key, value: c.value })),
+      null,
+      2,
+    )}\n`;
+    let mode = 0o644;
+    try {
+      mode = (await stat(this.path)).mode & 0o777;
+    } catch {
+      /* new file */
+    }
+    let fingerprint: string;
+    try {
+      const fh = await open(tmp, 'wx', mode);
+      try {
+        await fh.writeFile(text, 'utf8');
+        await fh.sync();
+        const st = await fh.stat({ bigint: true });
+        fingerprint = `${st.ino}:${st.size}:${st.mtimeNs}`;
+      } finally {
+        await fh.close();
+      }
+      await rename(tmp, this.path);
+    } catch (e) {
+      await unlink(tmp).catch(() => undefined);
+      throw new StoreUnavailableError(this.name, `cannot write the file: ${reasonOf(e)}`);
+    }
+    try {
+      const d = await open(dir, 'r');
+      try {
+        await d.sync();
+      } finally {
+        await d.close();
+      }
+    } catch {
+      /* some file systems cannot fsync a folder; the rename is still atomic */
+    }
+    return fingerprint;
+  }
+
+  /** Take the cross-process lock; resolves to its release function. */
+  private async lock(): Promise<() => Promise<void>> {
+    const token = `${process.pid} ${Date.now()} ${randomBytes(8).toString('hex')}`;
+    const deadline = Date.now() + this.lockTimeoutMs;
+    let madeDir = false;
+    for (;;) {
+      try {
+        const fh = await open(this.lockPath, 'wx', 0o644);
+        try {
+          await fh.writeFile(token, 'utf8');
+        } finally {
+          await fh.close();
+        }
+        return async () => {
+          try {
+            if ((await readFile(this.lockPath, 'utf8')) === token) await unlink(this.lockPath);
+          } catch {
+            /* already gone (broken as stale by someone else) */
+          }
+        };
+      } catch (e) {
+        if (isCode(e, 'ENOENT') && !madeDir) {
+          madeDir = true;
+          await mkdir(dirname(this.path), { recursive: true }).catch(() => undefined);
+          continue;
+        }
+        if (!isCode(e, 'EEXIST')) throw new StoreUnavailableError(this.name, `cannot take the write lock: ${reasonOf(e)}`);
+      }
+      if (await this.breakStaleLock()) continue;
+      if (Date.now() > deadline) {
+        throw new StoreUnavailableError(this.name, 'timed out waiting for the write lock held by another process', 1);
+      }
+      await sleep(3 + Math.random() * 12);
+    }
+  }
+
+  /** Remove the lock when its owner is dead or it is too old. True when the caller should retry at once. */
+  private async breakStaleLock(): Promise<boolean> {
+    let content: string;
+    let ageMs: number;
+    try {
+      content = await readFile(this.lockPath, 'utf8');
+      ageMs = Date.now() - (await stat(this.lockPath)).mtimeMs;
+    } catch (e) {
+      return isCode(e, 'ENOENT');
+    }
+    const pid = Number(content.split(' ')[0]);
+    const ownerDead = Number.isInteger(pid) && pid > 0 && pid !== process.pid && !pidAlive(pid);
+    if (!ownerDead && ageMs < this.staleLockMs) return false;
+    // Move it aside atomically, then make sure we moved the one we judged (not a fresh lock taken meanwhile).
+    const aside = `${this.lockPath}.stale-${process.pid}-${randomBytes(4).toString('hex')}`;
+    try {
+      await rename(this.lockPath, aside);
+    } catch {
+      return true;
+    }
+    try {
+      if ((await readFile(aside, 'utf8')) !== content) {
+        await link(aside, this.lockPath).catch(() => undefined); // put the live lock back
+      }
+    } finally {
+      await unlink(aside).catch(() => undefined);
+    }
+    return true;
+  }
+}

@@ -1,0 +1,106 @@
+/**
+ * The key-value layout of `redis` and `etcd` (as the Cfgu v1 key-value stores write it):
+ *
+ *   - a config of the root set ("") is stored under its key name, with the raw value;
+ *   - a config of set `S` is a property of a JSON object stored under the key `S`: `S -> {"KEY": "value", ...}`.
+ *
+ * A root key and a set can therefore share a storage key (`prod` the root config and `prod` the set): the layout
+ * cannot hold both; a write of one replaces the other. Reading a set from a value that is not a JSON object finds
+ * nothing; reading a root config returns the raw value whatever it is.
+ */
+import { pairKey } from './common.js';
+import type { Config, ConfigQuery } from './types.js';
+
+/** The storage key holding a (set, key). */
+export const storageKeyOf = (q: ConfigQuery): string => (q.set === '' ? q.key : q.set);
+
+/** The distinct storage keys a batch needs (first-seen order). */
+export function storageKeys(queries: readonly ConfigQuery[]): string[] {
+  return [...new Set(queries.map(storageKeyOf))];
+}
+
+function parseObject(raw: string | undefined): Record<string, unknown> | undefined {
+  if (raw === undefined || raw === '') return undefined;
+  const first = raw.trimStart()[0];
+  if (first !== '{') return undefined;
+  try {
+    const v = JSON.parse(raw) as unknown;
+    return v && typeof v === 'object' && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function asValue(v: unknown): string | undefined {
+  if (typeof v === 'string') return v === '' ? undefined : v;
+  if (typeof v === 'number' || typeof v === 'boolean') return String(v);
+  return undefined;
+}
+
+/** Answer queries from the raw values of their storage keys (`undefined` = absent). */
+export function decodeKeyValue(queries: readonly ConfigQuery[], raw: ReadonlyMap<string, string | undefined>): Config[] {
+  const out: Config[] = [];
+  const seen = new Set<string>();
+  const objects = new Map<string, Record<string, unknown> | undefined>();
+  for (const q of queries) {
+    const id = pairKey(q.set, q.key);
+    if (seen.has(id)) continue;
+    seen.add(id);
+    const sk = storageKeyOf(q);
+    const value = raw.get(sk);
+    if (value === undefined) continue;
+    if (q.set === '') {
+      if (value !== '') out.push({ set: '', key: q.key, value });
+      continue;
+    }
+    let obj = objects.get(sk);
+    if (!objects.has(sk)) {
+      obj = parseObject(value);
+      objects.set(sk, obj);
+    }
+    if (!obj || !Object.prototype.hasOwnProperty.call(obj, q.key)) continue;
+    const v = asValue(obj[q.key]);
+    if (v !== undefined) out.push({ set: q.set, key: q.key, value: v });
+  }
+  return out;
+}
+
+/**
+ * Apply a batch of writes to the current raw values of the storage keys involved. Returns the new raw value of each
+ * storage key that changes (`null` = delete the storage key). Writes apply in order, so the last write of a
+ * (set, key) wins.
+ */
+export function applyKeyValueWrites(
+  configs: readonly Config[],
+  current: ReadonlyMap<string, string | undefined>,
+): Map<string, string | null> {
+  const state = new Map<string, { raw?: string | null; obj?: Record<string, unknown> }>();
+  const get = (sk: string) => {
+    let s = state.get(sk);
+    if (!s) {
+      s = { raw: current.get(sk) };
+      state.set(sk, s);
+    }
+    return s;
+  };
+  for (const c of configs) {
+    const sk = storageKeyOf(c);
+    const s = get(sk);
+    if (c.set === '') {
+      s.obj = undefined;
+      s.raw = c.value === '' ? null : c.value;
+      continue;
+    }
+    if (!s.obj) s.obj = parseObject(s.raw ?? undefined) ?? {};
+    if (c.value === '') delete s.obj[c.key];
+    else s.obj[c.key] = c.value;
+    s.raw = Object.keys(s.obj).length ? JSON.stringify(s.obj) : null;
+  }
+  const changes = new Map<string, string | null>();
+  for (const [sk, s] of state) {
+    const before = current.get(sk);
+    const after = s.raw ?? null;
+    if ((before ?? null) !== after) changes.set(sk, after);
+  }
+  return changes;
+}

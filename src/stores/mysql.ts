@@ -1,0 +1,155 @@
+/**
+ * `mysql` and `mariadb` (mysql2 pool): `url`, or `host`, `port`, `username` (or `user`), `password`, `database`;
+ * `tableName` (default `config`), `timeout` (ms, default 3000: connect and query timeout), `poolSize` (default 10).
+ *
+ * Tables cfgu creates use the binary collation (`utf8mb4_bin`) so keys differing only in case stay distinct; a
+ * table created by someone else with a case-insensitive collation treats them as one row (reads still filter
+ * exactly). The unique (set, key) index is a full index on MariaDB >= 10.4 (hash-based long unique); MySQL, which
+ * cannot index whole TEXT columns, gets a 255-character prefix index instead.
+ */
+import mysql from 'mysql2/promise';
+import { configId, indexName } from './common.js';
+import { SqlConfigStore } from './sql.js';
+import type { Config, ConfigQuery } from './types.js';
+
+export interface MysqlStoreOptions {
+  url?: string;
+  host?: string;
+  port?: number;
+  username?: string;
+  password?: string;
+  database?: string;
+  ssl?: unknown;
+  tableName?: string;
+  timeoutMs?: number;
+  poolSize?: number;
+}
+
+const q = (id: string) => `\`${id.replace(/`/g, '``')}\``;
+
+export class MysqlConfigStore extends SqlConfigStore {
+  readonly type: 'mysql' | 'mariadb';
+  private pool: mysql.Pool | undefined;
+
+  constructor(
+    name: string,
+    private readonly options: MysqlStoreOptions,
+    type: 'mysql' | 'mariadb' = 'mysql',
+  ) {
+    super(name, options.tableName ?? 'config', options.timeoutMs ?? 3000);
+    this.type = type;
+  }
+
+  protected secrets(): (string | undefined)[] {
+    let fromUrl: string | undefined;
+    try {
+      fromUrl = this.options.url ? decodeURIComponent(new URL(this.options.url).password) || undefined : undefined;
+    } catch {
+      /* not a URL */
+    }
+    return [this.options.password, fromUrl];
+  }
+
+  private makePool(): mysql.Pool {
+    const o = this.options;
+    const config: mysql.PoolOptions = {
+      connectTimeout: this.timeoutMs,
+      connectionLimit: o.poolSize ?? 10,
+      waitForConnections: true,
+      queueLimit: 0,
+      enableKeepAlive: true,
+      charset: 'utf8mb4',
+    };
+    if (o.url) config.uri = o.url;
+    else {
+      config.host = o.host ?? '127.0.0.1';
+      config.port = o.port ?? 3306;
+      if (o.username !== undefined) config.user = o.username;
+      if (o.password !== undefined) config.password = o.password;
+      if (o.database !== undefined) config.database = o.database;
+    }
+    if (o.ssl !== undefined) config.ssl = o.ssl as mysql.PoolOptions['ssl'];
+    const pool = mysql.createPool(config);
+    // Errors of idle connections (server restart) must not crash the process; the pool replaces them.
+    (pool as unknown as { on(ev: string, fn: () => void): void }).on('error', () => undefined);
+    return pool;
+  }
+
+  private exec(sql: string, values: unknown[] = []) {
+    return this.pool!.query({ sql, values, timeout: this.timeoutMs });
+  }
+
+  protected async connect(): Promise<void> {
+    if (!this.pool) this.pool = this.makePool();
+    const t = q(this.table);
+    const columns =
+      `\`id\` varchar(32) NOT NULL, \`set\` text NOT NULL, \`key\` text NOT NULL, \`value\` text NOT NULL, ` +
+      `PRIMARY KEY (\`id\`)`;
+    const tail = ` DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`;
+    const setIndex = `KEY ${q(indexName('set', this.table))} (\`set\`(255))`;
+    try {
+      await this.exec(
+        `CREATE TABLE IF NOT EXISTS ${t} (${columns}, UNIQUE KEY ${q(indexName('set_key', this.table))} (\`set\`, \`key\`), ${setIndex})${tail}`,
+      );
+    } catch (e) {
+      // MySQL (and MariaDB < 10.4): "BLOB/TEXT column used in key specification without a key length".
+      if ((e as { errno?: number }).errno !== 1170) throw e;
+      await this.exec(
+        `CREATE TABLE IF NOT EXISTS ${t} (${columns}, UNIQUE KEY ${q(indexName('set_key', this.table))} (\`set\`(255), \`key\`(255)), ${setIndex})${tail}`,
+      );
+    }
+  }
+
+  protected async select(pairs: readonly ConfigQuery[]): Promise<Config[]> {
+    const placeholders = pairs.map(() => '(?, ?)').join(', ');
+    const [rows] = await this.exec(
+      `SELECT \`set\`, \`key\`, \`value\` FROM ${q(this.table)} WHERE (\`set\`, \`key\`) IN (${placeholders})`,
+      pairs.flatMap((p) => [p.set, p.key]),
+    );
+    return rows as Config[];
+  }
+
+  protected async write(upserts: readonly Config[], deletes: readonly ConfigQuery[]): Promise<void> {
+    const t = q(this.table);
+    const statements: Array<[string, unknown[]]> = [];
+    if (deletes.length) {
+      statements.push([
+        `DELETE FROM ${t} WHERE (\`set\`, \`key\`) IN (${deletes.map(() => '(?, ?)').join(', ')})`,
+        deletes.flatMap((p) => [p.set, p.key]),
+      ]);
+    }
+    if (upserts.length) {
+      statements.push([
+        `INSERT INTO ${t} (\`id\`, \`set\`, \`key\`, \`value\`) VALUES ${upserts.map(() => '(?, ?, ?, ?)').join(', ')} ` +
+          `ON DUPLICATE KEY UPDATE \`value\` = VALUES(\`value\`)`,
+        upserts.flatMap((c) => [configId(c.set, c.key), c.set, c.key, c.value]),
+      ]);
+    }
+    if (statements.length === 1) {
+      const [sql, values] = statements[0]!;
+      await this.exec(sql, values);
+      return;
+    }
+    const conn = await this.pool!.getConnection();
+    try {
+      await conn.beginTransaction();
+      for (const [sql, values] of statements) await conn.query({ sql, values, timeout: this.timeoutMs });
+      await conn.commit();
+    } catch (e) {
+      await conn.rollback().catch(() => undefined);
+      throw e;
+    } finally {
+      conn.release();
+    }
+  }
+
+  protected isMissingTable(err: unknown): boolean {
+    return (err as { errno?: number })?.errno === 1146;
+  }
+
+  protected async disconnect(): Promise<void> {
+    const pool = this.pool;
+    this.pool = undefined;
+    await pool?.end();
+  }
+}

@@ -1,0 +1,84 @@
+/**
+ * The SQL layout shared by `sqlite`, `postgresql` and `mysql`/`mariadb` (the Cfgu v1 ORM layout):
+ *
+ *   table <tableName> (default `config`):
+ *     id    varchar(32) primary key   -- lower-case hex MD5 of set + key
+ *     set   text                      -- "" for the root set
+ *     key   text
+ *     value text
+ *   unique index set_key_<tableName> (set, key), index set_<tableName> (set)
+ *
+ * The table is created when absent. Reads select by (set, key) pairs in one statement; writes delete the "" values and
+ * upsert the others on (set, key) in one transaction. Statements are parameterised; identifiers are validated and
+ * quoted. Each kind supplies its driver calls.
+ */
+import { answerFrom, Lazy, splitWrites, unavailable, uniqueQueries, withTimeout } from './common.js';
+import type { Config, ConfigQuery, ConfigStore } from './types.js';
+
+/** Largest number of (set, key) pairs in one statement (far beyond a request's batch; keeps under bind limits). */
+export const MAX_PAIRS_PER_STATEMENT = 2000;
+
+export abstract class SqlConfigStore implements ConfigStore {
+  abstract readonly type: string;
+  protected readonly ready: Lazy;
+
+  protected constructor(
+    readonly name: string,
+    protected readonly table: string,
+    protected readonly timeoutMs: number,
+  ) {
+    this.ready = new Lazy(() => this.guard('connect', () => this.connect()));
+  }
+
+  /** Open the connection/pool and create the table when absent. */
+  protected abstract connect(): Promise<void>;
+  /** Select the rows matching the pairs (already de-duplicated, at most MAX_PAIRS_PER_STATEMENT). */
+  protected abstract select(pairs: readonly ConfigQuery[]): Promise<Config[]>;
+  /** Apply deletes and upserts atomically. */
+  protected abstract write(upserts: readonly Config[], deletes: readonly ConfigQuery[]): Promise<void>;
+  protected abstract disconnect(): Promise<void>;
+  /** Secrets to keep out of error messages (passwords). */
+  protected secrets(): (string | undefined)[] {
+    return [];
+  }
+  /** True for a "table does not exist" error: the table is created again on the next call. */
+  protected abstract isMissingTable(err: unknown): boolean;
+
+  async init(): Promise<void> {
+    await this.ready.ensure();
+  }
+
+  async get(queries: readonly ConfigQuery[]): Promise<Config[]> {
+    if (!queries.length) return [];
+    await this.ready.ensure();
+    const pairs = uniqueQueries(queries);
+    const rows: Config[] = [];
+    for (let i = 0; i < pairs.length; i += MAX_PAIRS_PER_STATEMENT) {
+      const chunk = pairs.slice(i, i + MAX_PAIRS_PER_STATEMENT);
+      rows.push(...(await this.guard('read', () => this.select(chunk))));
+    }
+    return answerFrom(rows, queries);
+  }
+
+  async set(configs: readonly Config[]): Promise<void> {
+    if (!configs.length) return;
+    await this.ready.ensure();
+    const { upserts, deletes } = splitWrites(configs);
+    await this.guard('write', () => this.write(upserts, deletes));
+  }
+
+  async close(): Promise<void> {
+    this.ready.reset();
+    await this.disconnect().catch(() => undefined);
+  }
+
+  /** Run a driver call with a timeout; map failures to StoreUnavailableError (secret-free). */
+  protected async guard<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await withTimeout(fn(), this.timeoutMs * 2 + 500, `${this.type} ${what}`);
+    } catch (e) {
+      if (this.isMissingTable(e)) this.ready.reset();
+      throw unavailable(this.name, e, this.secrets());
+    }
+  }
+}

@@ -1,0 +1,117 @@
+/** `sqlite` (better-sqlite3): `database` (file path, or `:memory:`), `tableName` (default `config`), `timeout` (ms). */
+import Database from 'better-sqlite3';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { configId, indexName } from './common.js';
+import { SqlConfigStore } from './sql.js';
+import type { Config, ConfigQuery } from './types.js';
+
+export interface SqliteStoreOptions {
+  database: string;
+  tableName?: string;
+  timeoutMs?: number;
+}
+
+const q = (id: string) => `"${id.replace(/"/g, '""')}"`;
+
+/** Create the Cfgu v1 table in a better-sqlite3 database when absent (also used for the backup database). */
+export function createSqliteTable(db: Database.Database, table: string): void {
+  db.exec(
+    `CREATE TABLE IF NOT EXISTS ${q(table)} (` +
+      `"id" varchar(32) PRIMARY KEY NOT NULL, "set" text NOT NULL, "key" text NOT NULL, "value" text NOT NULL)`,
+  );
+  db.exec(`CREATE UNIQUE INDEX IF NOT EXISTS ${q(indexName('set_key', table))} ON ${q(table)} ("set", "key")`);
+  db.exec(`CREATE INDEX IF NOT EXISTS ${q(indexName('set', table))} ON ${q(table)} ("set")`);
+}
+
+/** Prepared SELECT / DELETE / UPSERT statements of one table, by batch size (a small cache). */
+export class SqliteStatements {
+  private readonly cache = new Map<string, Database.Statement>();
+  constructor(
+    private readonly db: Database.Database,
+    private readonly table: string,
+  ) {}
+
+  private stmt(kind: 'select' | 'delete' | 'upsert', n: number): Database.Statement {
+    const k = `${kind}:${n}`;
+    let s = this.cache.get(k);
+    if (!s) {
+      const t = q(this.table);
+      const pairs = Array.from({ length: n }, () => '(?, ?)').join(', ');
+      const sql =
+        kind === 'select'
+          ? `SELECT "set", "key", "value" FROM ${t} WHERE ("set", "key") IN (VALUES ${pairs})`
+          : kind === 'delete'
+            ? `DELETE FROM ${t} WHERE ("set", "key") IN (VALUES ${pairs})`
+            : `INSERT INTO ${t} ("id", "set", "key", "value") VALUES ${Array.from({ length: n }, () => '(?, ?, ?, ?)').join(', ')} ` +
+              `ON CONFLICT ("set", "key") DO UPDATE SET "value" = excluded."value"`;
+      s = this.db.prepare(sql);
+      if (this.cache.size > 200) this.cache.clear();
+      this.cache.set(k, s);
+    }
+    return s;
+  }
+
+  select(pairs: readonly ConfigQuery[]): Config[] {
+    if (!pairs.length) return [];
+    return this.stmt('select', pairs.length).all(...pairs.flatMap((p) => [p.set, p.key])) as Config[];
+  }
+
+  /** Deletes and upserts in one transaction. */
+  write(upserts: readonly Config[], deletes: readonly ConfigQuery[]): void {
+    this.db.transaction(() => {
+      if (deletes.length) this.stmt('delete', deletes.length).run(...deletes.flatMap((p) => [p.set, p.key]));
+      if (upserts.length) {
+        this.stmt('upsert', upserts.length).run(...upserts.flatMap((c) => [configId(c.set, c.key), c.set, c.key, c.value]));
+      }
+    })();
+  }
+}
+
+export class SqliteConfigStore extends SqlConfigStore {
+  readonly type = 'sqlite';
+  private db: Database.Database | undefined;
+  private statements: SqliteStatements | undefined;
+  private readonly database: string;
+
+  constructor(name: string, options: SqliteStoreOptions) {
+    super(name, options.tableName ?? 'config', options.timeoutMs ?? 3000);
+    this.database = options.database;
+  }
+
+  protected async connect(): Promise<void> {
+    if (!this.db) {
+      if (this.database !== ':memory:' && !this.database.startsWith('file:')) {
+        mkdirSync(dirname(this.database), { recursive: true });
+      }
+      const db = new Database(this.database, { timeout: this.timeoutMs });
+      try {
+        if (this.database !== ':memory:') db.pragma('journal_mode = WAL');
+      } catch {
+        /* read-only media: keep the default journal */
+      }
+      this.db = db;
+    }
+    createSqliteTable(this.db, this.table);
+    this.statements = new SqliteStatements(this.db, this.table);
+  }
+
+  protected async select(pairs: readonly ConfigQuery[]): Promise<Config[]> {
+    return this.statements!.select(pairs);
+  }
+
+  protected async write(upserts: readonly Config[], deletes: readonly ConfigQuery[]): Promise<void> {
+    this.statements!.write(upserts, deletes);
+  }
+
+  protected isMissingTable(err: unknown): boolean {
+    return /no such table/i.test((err as Error)?.message ?? '');
+  }
+
+  protected async disconnect(): Promise<void> {
+    const db = this.db;
+    this.db = undefined;
+    this.statements = undefined;
+    db?.close();
+  }
+}
