@@ -133,7 +133,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   app.removeAllContentTypeParsers();
   const jsonParser = app.getDefaultJsonParser('error', 'error');
   app.addContentTypeParser('application/json', { parseAs: 'string' }, jsonParser);
-  app.addContentTypeParser(/^application\/[a-z0-9.+-]+\+json$/i, { parseAs: 'string' }, jsonParser);
+  app.addContentTypeParser(/^application\/[a-z0-9.+-]+\+json\s*(;|$)/i, { parseAs: 'string' }, jsonParser);
 
   app.addSchema(cfguSchema);
   app.addSchema(evalCommandSchema);

@@ -121,39 +121,101 @@ export const problemSchema = {
   },
 } as const;
 
-/** Examples of each error status, shown in the OpenAPI document. */
-const problemExamples: Record<number, unknown> = {
+/** Examples of each error status, shown in the OpenAPI document (name -> [summary, body]). */
+const problemExamples: Record<number, Record<string, [string, unknown]>> = {
   400: {
-    type: 'urn:cfgu:problem:unknown-store',
-    title: 'Unknown Store',
-    status: 400,
-    detail: 'unknown store "prod-db"; known stores: "example"',
-    store: 'prod-db',
-    knownStores: ['example'],
+    unknownStore: [
+      'Unknown store',
+      {
+        type: 'urn:cfgu:problem:unknown-store',
+        title: 'Unknown Store',
+        status: 400,
+        detail: 'unknown store "prod-db"; known stores: "example"',
+        store: 'prod-db',
+        knownStores: ['example'],
+      },
+    ],
+    notAPipeline: [
+      'Body is not a pipeline',
+      {
+        type: 'urn:cfgu:problem:invalid-request',
+        title: 'Invalid Request',
+        status: 400,
+        detail: 'the request body is not a valid pipeline: /0/schema is required',
+        issues: [{ path: '/0/schema', message: 'is required' }],
+      },
+    ],
+    invalidJson: ['Malformed JSON', { type: 'urn:cfgu:problem:invalid-request', title: 'Invalid Request', status: 400, detail: 'the request body is not valid JSON' }],
+    invalidSchema: [
+      'Invalid schema',
+      {
+        type: 'urn:cfgu:problem:invalid-schema',
+        title: 'Invalid Schema',
+        status: 400,
+        detail: 'key "PORT": property "type" was removed in v1; use "test"',
+        issues: [{ path: '/0/schema/keys/PORT/type', message: 'property "type" was removed in v1; use "test"' }],
+      },
+    ],
   },
-  401: { type: 'urn:cfgu:problem:unauthorized', title: 'Unauthorized', status: 401, detail: 'a valid bearer key is required (Authorization: Bearer <key>)' },
-  404: { type: 'about:blank', title: 'Not Found', status: 404, detail: 'no route GET /nope' },
-  405: { type: 'about:blank', title: 'Method Not Allowed', status: 405, detail: 'GET is not allowed on /export; allowed: POST' },
-  413: { type: 'urn:cfgu:problem:limit-exceeded', title: 'Limit Exceeded', status: 413, detail: 'the pipeline has 51 commands; the limit is 50' },
-  415: { type: 'about:blank', title: 'Unsupported Media Type', status: 415, detail: 'the request body must be JSON (Content-Type: application/json)' },
+  401: {
+    missingKey: [
+      'Missing or wrong bearer key',
+      { type: 'urn:cfgu:problem:unauthorized', title: 'Unauthorized', status: 401, detail: 'a valid bearer key is required (Authorization: Bearer <key>)' },
+    ],
+  },
+  404: { noRoute: ['No such route', { type: 'about:blank', title: 'Not Found', status: 404, detail: 'no route GET /nope' }] },
+  405: {
+    wrongMethod: ['Wrong method', { type: 'about:blank', title: 'Method Not Allowed', status: 405, detail: 'GET is not allowed on /export; allowed: POST' }],
+  },
+  413: {
+    commands: [
+      'Too many commands',
+      { type: 'urn:cfgu:problem:limit-exceeded', title: 'Limit Exceeded', status: 413, detail: 'the pipeline has 51 commands; the limit is 50' },
+    ],
+    body: [
+      'Body too large',
+      { type: 'urn:cfgu:problem:limit-exceeded', title: 'Limit Exceeded', status: 413, detail: 'the request body is larger than the configured limit' },
+    ],
+  },
+  415: {
+    notJson: [
+      'Not JSON',
+      { type: 'about:blank', title: 'Unsupported Media Type', status: 415, detail: 'the request body must be JSON (Content-Type: application/json)' },
+    ],
+  },
   422: {
-    type: 'urn:cfgu:problem:validation-failed',
-    title: 'Validation Failed',
-    status: 422,
-    detail: '2 keys failed validation',
-    errors: [
-      { command: 0, key: 'API_URL', rule: 'required', message: 'API_URL is required but has no value' },
-      { command: 0, key: 'LOG_LEVEL', rule: 'enum', message: 'value "verbose" is not one of the enum values' },
+    validation: [
+      'Validation failures',
+      {
+        type: 'urn:cfgu:problem:validation-failed',
+        title: 'Validation Failed',
+        status: 422,
+        detail: '2 keys failed validation',
+        errors: [
+          { command: 0, key: 'API_URL', rule: 'required', message: 'key "API_URL" is required but has no value' },
+          { command: 0, key: 'LOG_LEVEL', rule: 'enum', message: 'the value of key "LOG_LEVEL" is not one of the allowed values: "verbose"' },
+        ],
+      },
     ],
   },
   500: {
-    type: 'about:blank',
-    title: 'Internal Server Error',
-    status: 500,
-    detail: 'the server could not process the request; quote the request id to the operator',
-    requestId: 'b7c1f0e2-6a8e-4f0a-9a57-3f1d2d1b9c11',
+    internal: [
+      'Unexpected failure',
+      {
+        type: 'about:blank',
+        title: 'Internal Server Error',
+        status: 500,
+        detail: 'the server could not process the request; quote the request id to the operator',
+        requestId: 'b7c1f0e2-6a8e-4f0a-9a57-3f1d2d1b9c11',
+      },
+    ],
   },
-  503: { type: 'urn:cfgu:problem:store-unavailable', title: 'Store Unavailable', status: 503, detail: 'store "example" cannot be reached or read; retry later' },
+  503: {
+    storeUnavailable: [
+      'Store unavailable',
+      { type: 'urn:cfgu:problem:store-unavailable', title: 'Store Unavailable', status: 503, detail: 'store "example" cannot be reached or read; retry later' },
+    ],
+  },
 };
 
 const problemDescriptions: Record<number, string> = {
@@ -180,7 +242,9 @@ export function problemResponse(status: number) {
     content: {
       'application/problem+json': {
         schema: { $ref: 'Problem#' },
-        examples: [problemExamples[status]],
+        examples: Object.fromEntries(
+          Object.entries(problemExamples[status] ?? {}).map(([name, [summary, value]]) => [name, { summary, value }]),
+        ),
       },
     },
   };

@@ -89,7 +89,7 @@ export async function startServer(prepared: Prepared, hooks: StartHooks = {}, lo
   const lifecycle = new Lifecycle();
   let registry: StoreRegistry;
   try {
-    registry = await createStoreRegistry(configuration);
+    registry = await createStoreRegistry(configuration, { logger: log });
   } catch (e) {
     await evaluator.close().catch(() => undefined);
     throw e;
@@ -139,8 +139,9 @@ export async function startServer(prepared: Prepared, hooks: StartHooks = {}, lo
     return shuttingDown;
   };
 
-  // Stores: initialised after listening, so /ready can say 503 while they connect. An unreachable store is retried
-  // with backoff (requests naming it get 503 meanwhile); a configuration problem is fatal.
+  // Stores: initialised after listening, so /ready says 503 while they connect. The registry logs a store it cannot
+  // reach and carries on (the store reconnects when a request uses it; such requests get 503 or the backup until
+  // then). Should init itself fail, it is retried with backoff; a configuration problem is fatal.
   void (async () => {
     let delay = 500;
     for (;;) {

@@ -1,0 +1,196 @@
+/** Shared helpers of the server suites: temp folders, free ports, spawning the real binary, HTTP calls. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { request as httpsRequest } from 'node:https';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const BIN = join(ROOT, 'bin', 'cfgu.js');
+
+const dirs: string[] = [];
+export function tempDir(prefix = 'cfgu-server-'): string {
+  const d = mkdtempSync(join(tmpdir(), prefix));
+  dirs.push(d);
+  return d;
+}
+export function removeTempDirs(): void {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+}
+
+export function writeJson(path: string, value: unknown): string {
+  writeFileSync(path, JSON.stringify(value, null, 2));
+  return path;
+}
+
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.unref();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const a = srv.address();
+      const port = typeof a === 'object' && a ? a.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+export interface HttpAnswer {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  body: string;
+  json<T = any>(): T;
+}
+
+export interface CallOptions {
+  method?: string;
+  headers?: Record<string, string>;
+  body?: string | Buffer;
+  /** PEM CA for https URLs. */
+  ca?: string | Buffer;
+  timeoutMs?: number;
+  agent?: false;
+}
+
+/** One HTTP(S) call with node's clients (no keep-alive): status, headers, text body. */
+export function call(url: string, options: CallOptions = {}): Promise<HttpAnswer> {
+  const u = new URL(url);
+  const req = u.protocol === 'https:' ? httpsRequest : httpRequest;
+  return new Promise((resolve, reject) => {
+    const r = req(
+      u,
+      {
+        method: options.method ?? 'GET',
+        headers: { connection: 'close', ...(options.headers ?? {}) },
+        agent: false,
+        ...(options.ca ? { ca: options.ca } : {}),
+        timeout: options.timeoutMs ?? 10_000,
+      },
+      (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => {
+          const body = Buffer.concat(chunks).toString('utf8');
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body, json: () => JSON.parse(body) });
+        });
+        res.on('error', reject);
+      },
+    );
+    r.on('timeout', () => r.destroy(new Error(`timeout calling ${url}`)));
+    r.on('error', reject);
+    if (options.body !== undefined) r.write(options.body);
+    r.end();
+  });
+}
+
+export const postJson = (url: string, body: unknown, headers: Record<string, string> = {}, extra: CallOptions = {}) =>
+  call(url, { ...extra, method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: JSON.stringify(body) });
+
+// ---------------------------------------------------------------------------------------------------------------
+// The real binary
+
+const children = new Set<ChildProcess>();
+
+export interface Spawned {
+  child: ChildProcess;
+  stdout(): string;
+  stderr(): string;
+  /** Resolves with the exit code (or the signal name). */
+  exited: Promise<number | string>;
+  /** Waits until stdout has a JSON log line whose `msg` is `msg`. */
+  waitForLog(msg: string, timeoutMs?: number): Promise<Record<string, unknown>>;
+}
+
+export function spawnCfgu(args: string[], env: Record<string, string | undefined> = {}, cwd = ROOT): Spawned {
+  const childEnv: Record<string, string> = {};
+  for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('CONFIGU_')) childEnv[k] = v;
+  for (const [k, v] of Object.entries(env)) if (v !== undefined) childEnv[k] = v;
+  const child = spawn(process.execPath, [BIN, ...args], { cwd, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  children.add(child);
+  let out = '';
+  let err = '';
+  child.stdout!.on('data', (c: Buffer) => (out += c.toString('utf8')));
+  child.stderr!.on('data', (c: Buffer) => (err += c.toString('utf8')));
+  const exited = new Promise<number | string>((resolve) => {
+    child.on('exit', (code, signal) => {
+      children.delete(child);
+      resolve(code ?? signal ?? -1);
+    });
+  });
+  const logs = () =>
+    out
+      .split('\n')
+      .filter((l) => l.startsWith('{'))
+      .map((l) => {
+        try {
+          return JSON.parse(l) as Record<string, unknown>;
+        } catch {
+          return {};
+        }
+      });
+  return {
+    child,
+    stdout: () => out,
+    stderr: () => err,
+    exited,
+    async waitForLog(msg, timeoutMs = 15_000) {
+      const end = Date.now() + timeoutMs;
+      for (;;) {
+        const hit = logs().find((l) => l.msg === msg);
+        if (hit) return hit;
+        if (child.exitCode !== null || child.signalCode !== null) {
+          throw new Error(`cfgu exited (${child.exitCode ?? child.signalCode}) before logging "${msg}"\nstdout:\n${out}\nstderr:\n${err}`);
+        }
+        if (Date.now() > end) throw new Error(`timed out waiting for log "${msg}"\nstdout:\n${out}\nstderr:\n${err}`);
+        await sleep(25);
+      }
+    },
+  };
+}
+
+/** Kill every child still running (test teardown). */
+export async function killChildren(): Promise<void> {
+  const waits: Promise<unknown>[] = [];
+  for (const c of children) {
+    if (c.exitCode === null && c.signalCode === null) {
+      waits.push(new Promise((r) => c.once('exit', r)));
+      c.kill('SIGKILL');
+    }
+  }
+  children.clear();
+  await Promise.all(waits);
+}
+
+/** Poll until `url` answers `status` (or throw). */
+export async function waitForStatus(url: string, status: number, timeoutMs = 15_000, options: CallOptions = {}): Promise<HttpAnswer> {
+  const end = Date.now() + timeoutMs;
+  let last: unknown;
+  for (;;) {
+    try {
+      const r = await call(url, { ...options, timeoutMs: 2000 });
+      if (r.status === status) return r;
+      last = `status ${r.status}`;
+    } catch (e) {
+      last = e;
+    }
+    if (Date.now() > end) throw new Error(`timed out waiting for ${status} from ${url}: ${String(last)}`);
+    await sleep(25);
+  }
+}
+
+/** Problem-details assertions shared by the suites. */
+export function isProblem(r: HttpAnswer, status: number): Record<string, any> {
+  if (r.status !== status) throw new Error(`expected ${status}, got ${r.status}: ${r.body}`);
+  const ct = String(r.headers['content-type'] ?? '');
+  if (!ct.startsWith('application/problem+json')) throw new Error(`expected problem+json, got ${ct}`);
+  const p = JSON.parse(r.body);
+  for (const f of ['type', 'title', 'status', 'detail']) if (!(f in p)) throw new Error(`problem without ${f}: ${r.body}`);
+  if (p.status !== status) throw new Error(`problem status ${p.status} != ${status}`);
+  return p;
+}
