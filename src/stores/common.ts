@@ -177,8 +177,15 @@ export function reasonOf(err: unknown, secrets: readonly (string | undefined)[] 
 /** Wrap any failure as StoreUnavailableError (CfguErrors pass through unchanged). */
 export function unavailable(store: string, err: unknown, secrets: readonly (string | undefined)[] = []): CfguError {
   if (err instanceof CfguError) return err;
-  return new StoreUnavailableError(store, reasonOf(err, secrets));
+  const wrapped = new StoreUnavailableError(store, reasonOf(err, secrets));
+  causes.set(wrapped, err); // for retry decisions inside the store only; never attached to the error itself
+  return wrapped;
 }
+
+const causes = new WeakMap<object, unknown>();
+
+/** The driver error a StoreUnavailableError was made from (inside the stores only). */
+export const causeOf = (err: unknown): unknown => (err && typeof err === 'object' ? causes.get(err) ?? err : err);
 
 export class TimeoutError extends Error {
   constructor(what: string, ms: number) {

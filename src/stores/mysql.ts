@@ -8,6 +8,7 @@
  * cannot index whole TEXT columns, gets a 255-character prefix index instead.
  */
 import mysql from 'mysql2/promise';
+import { LimitError } from '../core/errors.js';
 import { configId, indexName } from './common.js';
 import { SqlConfigStore } from './sql.js';
 import type { Config, ConfigQuery } from './types.js';
@@ -140,6 +141,18 @@ export class MysqlConfigStore extends SqlConfigStore {
       throw e;
     } finally {
       conn.release();
+    }
+  }
+
+  protected async guard<T>(what: string, fn: () => Promise<T>): Promise<T> {
+    try {
+      return await super.guard(what, fn);
+    } catch (e) {
+      // ER_DATA_TOO_LONG: the request is over what the column holds; not an outage.
+      if (/Data too long for column/i.test((e as Error).message)) {
+        throw new LimitError(`a value is too long for store "${this.name}" (a ${this.type} TEXT column holds at most 65,535 bytes)`);
+      }
+      throw e;
     }
   }
 

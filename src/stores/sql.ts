@@ -12,11 +12,15 @@
  * upsert the others on (set, key) in one transaction. Statements are parameterised; identifiers are validated and
  * quoted. Each kind supplies its driver calls.
  */
-import { answerFrom, Lazy, splitWrites, unavailable, uniqueQueries, withTimeout } from './common.js';
+import { answerFrom, causeOf, Lazy, splitWrites, unavailable, uniqueQueries, withTimeout } from './common.js';
 import type { Config, ConfigQuery, ConfigStore } from './types.js';
 
 /** Largest number of (set, key) pairs in one statement (far beyond a request's batch; keeps under bind limits). */
 export const MAX_PAIRS_PER_STATEMENT = 2000;
+const MAX_WRITE_ATTEMPTS = 8;
+
+const byPair = (a: ConfigQuery, b: ConfigQuery): number =>
+  a.set < b.set ? -1 : a.set > b.set ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
 
 export abstract class SqlConfigStore implements ConfigStore {
   abstract readonly type: string;
@@ -64,7 +68,25 @@ export abstract class SqlConfigStore implements ConfigStore {
     if (!configs.length) return;
     await this.ready.ensure();
     const { upserts, deletes } = splitWrites(configs);
-    await this.guard('write', () => this.write(upserts, deletes));
+    // A fixed row order makes concurrent batches take row locks in the same order (fewer deadlocks).
+    upserts.sort(byPair);
+    deletes.sort(byPair);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.guard('write', () => this.write(upserts, deletes));
+        return;
+      } catch (e) {
+        // Deadlock / serialization failure between concurrent writers: the server rolled back; try again.
+        if (attempt >= MAX_WRITE_ATTEMPTS || !this.isRetryable(causeOf(e))) throw e;
+        await new Promise((r) => setTimeout(r, Math.random() * 5 * attempt));
+      }
+    }
+  }
+
+  /** A deadlock or serialization failure: the transaction was rolled back and can be retried. */
+  protected isRetryable(err: unknown): boolean {
+    const e = err as { code?: unknown; errno?: unknown } | undefined;
+    return e?.code === '40P01' || e?.code === '40001' || e?.errno === 1213 || e?.errno === 1205 || e?.code === 'SQLITE_BUSY';
   }
 
   async close(): Promise<void> {
