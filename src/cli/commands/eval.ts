@@ -1,0 +1,97 @@
+/**
+ * `cfgu eval`: evaluate one command (store, set, schema, overrides) and print the result in the eval format
+ * (docs/cli.md, "The eval format") on standard output. When standard input is a pipe carrying an earlier eval's
+ * output, that result is the pipe of this command, so `cfgu eval ... | cfgu eval ... | cfgu export` is a pipeline.
+ */
+import { evaluatePipeline, type EvalResult } from '../../core/index.js';
+import {
+  GLOBAL_HELP,
+  flagError,
+  formatEvalResult,
+  list,
+  loadSchemas,
+  parseCommandLine,
+  parseEvalResult,
+  readStdin,
+  rejectPositionals,
+  runCommand,
+  splitKeyValue,
+  stdinHasData,
+  str,
+} from '../common.js';
+
+export const evalUsage = `Usage: cfgu eval --schema FILE [--store NAME] [--set PATH] [--override KEY=VALUE]... [options]
+
+Evaluate a schema's keys against a store at a set and print the result as JSON (the eval
+format, docs/cli.md) on standard output. When standard input is a pipe carrying the output of
+an earlier \`cfgu eval\`, that result is piped into this evaluation, so evaluations compose:
+  cfgu eval ... | cfgu eval ... | cfgu export
+
+Options:
+  --store NAME        a store declared in .configu (default: its default store)
+  --set PATH          the config set, e.g. prod/eu (default: the root set)
+  --schema FILE       a *.cfgu.json|yaml|yml file, a quoted glob ('schemas/**/*.cfgu.yaml'),
+                      or a name from .configu's \`schemas\`; repeatable (the keys are merged;
+                      a key declared twice is an error)
+  --override KEY=VALUE
+                      use VALUE for KEY whatever the store says; repeatable
+  --defaults          evaluate defaults, overrides, the pipe and consts without reading any
+                      store (no .configu needed unless --schema names one of its schemas)
+  --no-stdin          do not read a pipe from standard input
+
+${GLOBAL_HELP}
+
+Examples:
+  cfgu eval --store main --set prod --schema app.cfgu.json
+  cfgu eval --schema app.cfgu.yaml --override PORT=9090 --defaults
+  cfgu eval --set prod --schema base.cfgu.json | cfgu eval --set prod/eu --schema eu.cfgu.json | cfgu export
+
+Exit codes: 0 success, 1 validation failed or a store is unavailable, 2 usage error.`;
+
+const OPTIONS = {
+  store: { type: 'string' },
+  set: { type: 'string' },
+  schema: { type: 'string', multiple: true },
+  override: { type: 'string', multiple: true },
+  defaults: { type: 'boolean' },
+  'no-stdin': { type: 'boolean' },
+} as const;
+
+export function evalCommand(argv: string[]): Promise<number> {
+  return runCommand('eval', argv, async (session) => {
+    const { values: v, positionals } = parseCommandLine('eval', argv, OPTIONS);
+    if (v.help) {
+      session.io.stdout.write(`${evalUsage}\n`);
+      return 0;
+    }
+    rejectPositionals(positionals);
+    const configs: Record<string, string> = {};
+    for (const text of list(v.override)) {
+      const [key, value] = splitKeyValue('--override', text);
+      if (key in configs) throw flagError(`--override ${key} is given twice`);
+      configs[key] = value;
+    }
+    const defaultsOnly = v.defaults === true;
+    if (defaultsOnly && v.store !== undefined) throw flagError('--defaults reads no store: leave out --store');
+
+    // The pipe: read first, so a bad pipe is reported before any store is touched.
+    let pipe: EvalResult | undefined;
+    if (v['no-stdin'] !== true && stdinHasData()) {
+      const text = await readStdin();
+      if (text.trim() !== '') pipe = parseEvalResult(text, 'standard input (the pipe)');
+    }
+
+    const configuration = await session.configuration(str(v.config), !defaultsOnly);
+    const { schema } = loadSchemas(list(v.schema), session.io.cwd, configuration);
+    const stores = defaultsOnly ? undefined : (await session.store(configuration!, str(v.store))).registry;
+    const { result } = await session.progress('evaluating', () =>
+      evaluatePipeline(
+        [{ ...(v.store !== undefined ? { store: str(v.store) } : {}), set: str(v.set) ?? '', schema, configs }],
+        { stores, expressions: session.evaluator, defaultsOnly },
+        { pipe },
+      ),
+    );
+    session.io.stdout.write(formatEvalResult(result));
+    return 0;
+  });
+}

@@ -1,0 +1,394 @@
+/**
+ * `cfgu export`: read an eval result (the eval format) from standard input, leave out hidden keys, keep the keys
+ * every `--filter` accepts, coerce the values as `POST /export` does, and write them in a format (`--format`), through
+ * a template (`--template`), to a file (`--out`, atomically) or into a command's environment (`--run`).
+ */
+import { spawn } from 'node:child_process';
+import { closeSync, fsyncSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import YAML from 'yaml';
+import { coerceValue, declaredTypeOf, exportResult, type EvalResult, type ExportedConfigs, type JsonValue } from '../../core/index.js';
+import type { ConfigView, ExpressionJob } from '../../expressions/types.js';
+import {
+  EXIT_USAGE,
+  ExitError,
+  GLOBAL_HELP,
+  UsageError,
+  flagError,
+  displayPath,
+  list,
+  parseCommandLine,
+  parseEvalResult,
+  readStdin,
+  rejectPositionals,
+  removedFlag,
+  runCommand,
+  stdinHasData,
+  str,
+  type RemovedFlag,
+  type Session,
+} from '../common.js';
+
+export const FORMATS = ['json', 'dotenv', 'yaml', 'ini', 'properties', 'tfvars', 'configmap', 'secret'] as const;
+export type Format = (typeof FORMATS)[number];
+
+export const exportUsage = `Usage: cfgu export [--filter EXPR]... [--format FORMAT | --template FILE] [--out FILE | --run CMD] [options]
+
+Read the output of \`cfgu eval\` from standard input and export it: hidden keys are left out,
+then only the keys every --filter accepts are kept, and each value is coerced as the proxy's
+POST /export does (numbers, booleans, objects and arrays from their JSON text).
+
+Options:
+  --filter EXPR       keep a key only when EXPR is truthy; repeatable (all must hold). EXPR runs
+                      in the expression sandbox with $.key, $.value, $.storedValue, $.origin,
+                      $.cfgu, $.labels and $.configs (every evaluated key, hidden ones too)
+  --format FORMAT     json (default), dotenv, yaml, ini, properties, tfvars, configmap, secret
+  --name NAME         metadata.name of the configmap / secret manifest (required for those)
+  --template FILE     render FILE instead of a format: its {{ expr }} parts see $.configs.KEY.value
+                      (and .storedValue, .origin, .cfgu, .labels) of the exported keys
+  --out FILE          write to FILE atomically (default: standard output)
+  --run CMD           run CMD through the shell with the exported values added to its
+                      environment; its exit code is cfgu's exit code
+
+${GLOBAL_HELP}
+
+Examples:
+  cfgu eval --set prod --schema app.cfgu.json | cfgu export --format dotenv --out .env
+  cfgu eval --schema app.cfgu.json | cfgu export --filter '$.labels.includes("db")' --format yaml
+  cfgu eval --schema app.cfgu.json | cfgu export --filter '$.origin !== "default"'
+  cfgu eval --schema app.cfgu.json | cfgu export --format secret --name app-secrets
+  cfgu eval --schema app.cfgu.json | cfgu export --template nginx.conf.tmpl --out nginx.conf
+  cfgu eval --schema app.cfgu.json | cfgu export --run 'node server.js'
+
+Exit codes: 0 success (with --run: the command's exit code), 1 a --filter or --template failed
+to evaluate, 2 usage error.`;
+
+const OPTIONS = {
+  filter: { type: 'string', multiple: true },
+  format: { type: 'string' },
+  name: { type: 'string' },
+  template: { type: 'string' },
+  out: { type: 'string' },
+  run: { type: 'string' },
+} as const;
+
+const PICK_OMIT = /^--(pick|omit)-/;
+const REMOVED: RemovedFlag[] = [
+  removedFlag('--template-input', '--template-input was removed in v1: a --template sees $.configs of the exported keys'),
+  {
+    match: (a) => PICK_OMIT.test(a),
+    message:
+      'the --pick-* and --omit-* flags were removed in v1: use --filter EXPR, e.g. --filter \'$.labels.includes("db")\', --filter \'$.key !== "DEBUG"\', --filter \'$.origin !== "empty"\'',
+  },
+];
+
+// ------------------------------------------------------------------------------------------------ value text
+
+/** The text of a value in flat formats: strings as they are, other values as JSON. */
+export const textOf = (v: JsonValue): string => (typeof v === 'string' ? v : JSON.stringify(v));
+
+const DOTENV_BARE = /^[A-Za-z0-9_./:@%+,=-]*$/;
+
+/** `.env`: bare when safe, single quotes when possible (no escapes, no expansion), else double quotes with escapes. */
+export function toDotenv(configs: ExportedConfigs): string {
+  return Object.entries(configs)
+    .map(([k, v]) => {
+      const t = textOf(v);
+      if (DOTENV_BARE.test(t)) return `${k}=${t}`;
+      if (!/['\n\r]/.test(t)) return `${k}='${t}'`;
+      return `${k}="${t.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n').replace(/\r/g, '\\r').replace(/\$/g, '\\$')}"`;
+    })
+    .map((l) => `${l}\n`)
+    .join('');
+}
+
+const INI_BARE = /^[A-Za-z0-9_./:@%+,-]+$/;
+
+/** INI (one section-less list): bare when safe, else a JSON string (the `ini` package's quoting). */
+export function toIni(configs: ExportedConfigs): string {
+  return Object.entries(configs)
+    .map(([k, v]) => {
+      const t = textOf(v);
+      return `${k}=${INI_BARE.test(t) ? t : JSON.stringify(t)}\n`;
+    })
+    .join('');
+}
+
+function escapeProperties(text: string, isKey: boolean): string {
+  let out = '';
+  for (let i = 0; i < text.length; i++) {
+    const c = text[i]!;
+    const code = c.charCodeAt(0);
+    if (c === '\\') out += '\\\\';
+    else if (c === '\n') out += '\\n';
+    else if (c === '\r') out += '\\r';
+    else if (c === '\t') out += '\\t';
+    else if (c === '\f') out += '\\f';
+    else if (c === '=' || c === ':' || c === '#' || c === '!') out += `\\${c}`;
+    else if (c === ' ' && (isKey || i === 0)) out += '\\ ';
+    else if (code < 0x20 || code > 0x7e) out += `\\u${code.toString(16).padStart(4, '0')}`;
+    else out += c;
+  }
+  return out;
+}
+
+/** Java `.properties` (ISO-8859-1 safe: every non-ASCII character as `\uXXXX`). */
+export function toProperties(configs: ExportedConfigs): string {
+  return Object.entries(configs)
+    .map(([k, v]) => `${escapeProperties(k, true)}=${escapeProperties(textOf(v), false)}\n`)
+    .join('');
+}
+
+function hclString(s: string): string {
+  return `"${s
+    .replace(/\\/g, '\\\\')
+    .replace(/"/g, '\\"')
+    .replace(/\n/g, '\\n')
+    .replace(/\r/g, '\\r')
+    .replace(/\t/g, '\\t')
+    .replace(/\$\{/g, '$${')
+    .replace(/%\{/g, '%%{')}"`;
+}
+
+function hclValue(v: JsonValue, indent: string): string {
+  if (v === null) return 'null';
+  if (typeof v === 'string') return hclString(v);
+  if (typeof v === 'number' || typeof v === 'boolean') return String(v);
+  const inner = `${indent}  `;
+  if (Array.isArray(v)) {
+    if (!v.length) return '[]';
+    return `[\n${v.map((x) => `${inner}${hclValue(x, inner)},`).join('\n')}\n${indent}]`;
+  }
+  const entries = Object.entries(v);
+  if (!entries.length) return '{}';
+  return `{\n${entries.map(([k, x]) => `${inner}${hclString(k)} = ${hclValue(x, inner)}`).join('\n')}\n${indent}}`;
+}
+
+/** Terraform `.tfvars` (HCL): strings quoted with `${`/`%{` escaped, numbers and booleans bare, lists and maps. */
+export function toTfvars(configs: ExportedConfigs): string {
+  return Object.entries(configs)
+    .map(([k, v]) => `${k} = ${hclValue(v, '')}\n`)
+    .join('');
+}
+
+const K8S_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+
+/** A Kubernetes ConfigMap (`data`: string values) or Secret (`type: Opaque`, `data`: base64 values), as YAML. */
+export function toManifest(kind: 'ConfigMap' | 'Secret', name: string, configs: ExportedConfigs): string {
+  const data: Record<string, string> = {};
+  for (const [k, v] of Object.entries(configs)) data[k] = kind === 'Secret' ? Buffer.from(textOf(v), 'utf8').toString('base64') : textOf(v);
+  const manifest: Record<string, unknown> = { apiVersion: 'v1', kind, metadata: { name } };
+  if (kind === 'Secret') manifest.type = 'Opaque';
+  manifest.data = data;
+  return YAML.stringify(manifest, { defaultStringType: 'QUOTE_DOUBLE', defaultKeyType: 'PLAIN', lineWidth: 0 });
+}
+
+export function formatConfigs(format: Format, configs: ExportedConfigs, name: string | undefined): string {
+  switch (format) {
+    case 'json':
+      return `${JSON.stringify(configs, null, 2)}\n`;
+    case 'yaml':
+      return Object.keys(configs).length ? YAML.stringify(configs, { lineWidth: 0 }) : '{}\n';
+    case 'dotenv':
+      return toDotenv(configs);
+    case 'ini':
+      return toIni(configs);
+    case 'properties':
+      return toProperties(configs);
+    case 'tfvars':
+      return toTfvars(configs);
+    case 'configmap':
+      return toManifest('ConfigMap', name!, configs);
+    case 'secret':
+      return toManifest('Secret', name!, configs);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------ filtering
+
+function labelsOf(label: unknown): string[] {
+  return label === undefined ? [] : Array.isArray(label) ? (label as string[]) : [String(label)];
+}
+
+function viewOf(result: EvalResult, key: string): ConfigView {
+  const e = result[key]!;
+  return {
+    key,
+    storedValue: e.value,
+    value: coerceValue(e.value, declaredTypeOf(e.cfgu)),
+    origin: e.origin,
+    cfgu: e.cfgu as Record<string, unknown>,
+    labels: labelsOf(e.cfgu.label),
+  };
+}
+
+/**
+ * The keys (not hidden) that every filter accepts, in result order. All filters of all keys go to the sandbox in one
+ * round trip. A filter that throws or hits a sandbox limit is an error naming the key and the filter.
+ */
+export async function applyFilters(session: Session, result: EvalResult, keys: string[], filters: string[]): Promise<string[]> {
+  if (!filters.length || !keys.length) return keys;
+  const configs: Record<string, ConfigView> = {};
+  for (const key of Object.keys(result)) configs[key] = viewOf(result, key);
+  const job: ExpressionJob = {
+    input: { store: { type: '' }, set: { path: '', hierarchy: [''] }, schema: { keys: Object.fromEntries(Object.entries(result).map(([k, e]) => [k, e.cfgu])) } },
+    configs,
+    consts: [],
+    tests: keys.map((key) => ({ key, expressions: filters })),
+  };
+  const outcome = await session.progress('filtering', () => session.evaluator.run(job));
+  const rejected = new Set<string>();
+  const errors: string[] = [];
+  for (const t of outcome.tests) {
+    if (t.ok) continue;
+    if (t.kind === 'falsy') rejected.add(t.key);
+    else errors.push(`key ${t.key}, --filter ${JSON.stringify(filters[t.index] ?? '')}: ${t.message ?? t.kind}`);
+  }
+  if (errors.length) {
+    throw new ExitError(1, `${errors.length === 1 ? 'a --filter' : `${errors.length} --filter evaluations`} failed:`, errors);
+  }
+  return keys.filter((k) => !rejected.has(k));
+}
+
+// ------------------------------------------------------------------------------------------------ output
+
+/** Write a file atomically: a temporary file in the same folder, fsync, rename over the target. */
+export function writeFileAtomic(file: string, text: string): void {
+  const dir = dirname(file);
+  const tmp = join(dir, `.${basename(file)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
+  let fd: number | undefined;
+  try {
+    fd = openSync(tmp, 'wx', 0o600);
+    writeSync(fd, text);
+    fsyncSync(fd);
+    closeSync(fd);
+    fd = undefined;
+    renameSync(tmp, file);
+  } catch (e) {
+    if (fd !== undefined) closeSync(fd);
+    try {
+      unlinkSync(tmp);
+    } catch {
+      /* already gone */
+    }
+    throw e;
+  }
+  try {
+    const dfd = openSync(dir, 'r');
+    try {
+      fsyncSync(dfd);
+    } finally {
+      closeSync(dfd);
+    }
+  } catch {
+    /* some file systems cannot fsync a folder */
+  }
+}
+
+function runWithEnv(command: string, configs: ExportedConfigs, env: NodeJS.ProcessEnv): Promise<number> {
+  const childEnv: NodeJS.ProcessEnv = { ...env };
+  for (const [k, v] of Object.entries(configs)) childEnv[k] = textOf(v);
+  return new Promise((resolveExit) => {
+    const child = spawn(command, { shell: true, stdio: 'inherit', env: childEnv });
+    const forward = (signal: NodeJS.Signals) => child.kill(signal);
+    process.on('SIGINT', forward);
+    process.on('SIGTERM', forward);
+    const done = (code: number) => {
+      process.off('SIGINT', forward);
+      process.off('SIGTERM', forward);
+      resolveExit(code);
+    };
+    child.on('error', (e) => {
+      process.stderr.write(`cfgu export: --run: ${e.message}\n`);
+      done(127);
+    });
+    child.on('exit', (code, signal) => done(code ?? (signal ? 128 + (osSignal(signal) ?? 1) : 1)));
+  });
+}
+
+const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGKILL: 9, SIGTERM: 15, SIGPIPE: 13 };
+const osSignal = (s: string) => SIGNALS[s];
+
+export function exportCommand(argv: string[]): Promise<number> {
+  return runCommand('export', argv, async (session) => {
+    const { values: v, positionals } = parseCommandLine('export', argv, OPTIONS, REMOVED);
+    if (v.help) {
+      session.io.stdout.write(`${exportUsage}\n`);
+      return 0;
+    }
+    rejectPositionals(positionals);
+    const formatName = str(v.format);
+    const template = str(v.template);
+    const out = str(v.out);
+    const run = str(v.run);
+    const name = str(v.name);
+    if (formatName !== undefined && !(FORMATS as readonly string[]).includes(formatName)) {
+      throw flagError(`unknown --format "${formatName}"; formats: ${FORMATS.join(', ')}`);
+    }
+    const format = (formatName ?? 'json') as Format;
+    if (template !== undefined && formatName !== undefined) throw flagError('--template and --format cannot be combined');
+    if (run !== undefined && (out !== undefined || template !== undefined || formatName !== undefined)) {
+      throw flagError('--run passes the values in the environment: it cannot be combined with --out, --format or --template');
+    }
+    if ((format === 'configmap' || format === 'secret') && name === undefined) {
+      throw flagError(`--format ${format} needs --name NAME (the manifest's metadata.name)`);
+    }
+    if (name !== undefined) {
+      if (format !== 'configmap' && format !== 'secret') throw flagError('--name is for --format configmap or secret');
+      if (!K8S_NAME.test(name) || name.length > 253) {
+        throw flagError(`--name "${name}" is not a valid Kubernetes name (lower-case letters, digits, '-' and '.', at most 253 characters)`);
+      }
+    }
+    let templateText: string | undefined;
+    if (template !== undefined) {
+      try {
+        templateText = readFileSync(resolve(session.io.cwd, template), 'utf8');
+      } catch (e) {
+        const code = (e as NodeJS.ErrnoException).code;
+        throw new UsageError(`--template ${template}: ${code === 'ENOENT' ? 'no such file' : (e as Error).message}`);
+      }
+    }
+
+    if (!stdinHasData()) {
+      throw new ExitError(
+        EXIT_USAGE,
+        'export reads the output of `cfgu eval` from standard input, e.g.: cfgu eval --schema app.cfgu.json | cfgu export',
+      );
+    }
+    const text = await readStdin();
+    if (text.trim() === '') throw new ExitError(EXIT_USAGE, 'standard input is empty: pipe the output of `cfgu eval` into `cfgu export`');
+    const result = parseEvalResult(text);
+
+    // Hidden keys are left out first: a filter cannot bring them back (they stay visible to filters via $.configs).
+    const visible = Object.keys(result).filter((k) => result[k]!.cfgu.hidden !== true);
+    const kept = await applyFilters(session, result, visible, list(v.filter));
+    const all = exportResult(result);
+    const configs: ExportedConfigs = {};
+    for (const k of kept) configs[k] = all[k]!;
+
+    if (run !== undefined) return runWithEnv(run, configs, session.io.env);
+
+    let output: string;
+    if (templateText !== undefined) {
+      const context = { configs: Object.fromEntries(kept.map((k) => [k, viewOf(result, k)])) };
+      try {
+        output = await session.progress('rendering the template', () => session.evaluator.renderTemplate(templateText!, context));
+      } catch (e) {
+        if (e instanceof UsageError) throw e;
+        throw new ExitError(1, `--template ${template}: ${(e as Error)?.message ?? String(e)}`);
+      }
+    } else output = formatConfigs(format, configs, name);
+
+    if (out !== undefined) {
+      const file = resolve(session.io.cwd, out);
+      try {
+        writeFileAtomic(file, output);
+      } catch (e) {
+        const code = (e as NodeJS.ErrnoException).code;
+        throw new ExitError(1, `--out ${displayPath(file, session.io.cwd)}: cannot write${code ? ` (${code})` : ''}: ${(e as Error).message}`);
+      }
+    } else session.io.stdout.write(output);
+    return 0;
+  });
+}

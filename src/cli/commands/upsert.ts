@@ -1,0 +1,115 @@
+/**
+ * `cfgu upsert`: validate values against a schema and write them to a store at a set. Values come from `--kv KEY=VALUE`
+ * and from `-k KEY -v VALUE` pairs; a `-k` without its `-v` (and `--kv KEY=`) deletes the stored value. Every failure
+ * is listed; on success a summary of what changed (key, before, after) is printed.
+ */
+import { parseSet, upsert, type UpsertChange } from '../../core/index.js';
+import {
+  GLOBAL_HELP,
+  flagError,
+  list,
+  loadSchemas,
+  parseCommandLine,
+  rejectPositionals,
+  removedFlag,
+  runCommand,
+  splitKeyValue,
+  str,
+} from '../common.js';
+
+export const upsertUsage = `Usage: cfgu upsert --store NAME --set PATH --schema FILE [--kv KEY=VALUE]... [-k KEY [-v VALUE]]... [options]
+
+Validate values against a schema and write them to a store at a set. Every failure is listed
+and nothing is written unless all values pass. Prints what changed: key, value before, value
+after. Values are printed as they are (they may be secrets: mind your terminal and logs).
+
+Options:
+  --store NAME        a store declared in .configu (default: its default store)
+  --set PATH          the config set, e.g. prod/eu (default: the root set)
+  --schema FILE       a *.cfgu.json|yaml|yml file, a quoted glob, or a name from .configu's
+                      \`schemas\`; repeatable (the keys are merged)
+  --kv KEY=VALUE      set KEY to VALUE; repeatable; \`--kv KEY=\` deletes KEY's stored value
+  -k, --key KEY       a key, paired with the -v that follows it (before the next -k);
+  -v, --value VALUE   a -k without a -v deletes that key's stored value
+
+${GLOBAL_HELP}
+
+Examples:
+  cfgu upsert --store main --set prod --schema app.cfgu.json --kv PORT=8080 --kv HOST=db.internal
+  cfgu upsert --set prod --schema app.cfgu.json -k GREETING -v "hello, world" -k OLD_KEY
+  cfgu upsert --schema app.cfgu.json --kv 'FEATURES=["a","b"]'
+
+Exit codes: 0 success, 1 validation failed or the store is unavailable, 2 usage error.`;
+
+const OPTIONS = {
+  store: { type: 'string' },
+  set: { type: 'string' },
+  schema: { type: 'string', multiple: true },
+  kv: { type: 'string', multiple: true },
+  key: { type: 'string', short: 'k', multiple: true },
+  value: { type: 'string', short: 'v', multiple: true },
+} as const;
+
+const REMOVED = [removedFlag('--import', '--import was removed in v1: write the values with --kv KEY=VALUE or -k KEY -v VALUE')];
+
+/** Values from `--kv` and `-k`/`-v` tokens, in the order given. A key given twice is a usage error. */
+export function collectValues(tokens: ReadonlyArray<{ kind: string; name?: string; value?: string | undefined }>): Record<string, string> {
+  const values: Record<string, string> = {};
+  const put = (key: string, value: string, how: string) => {
+    if (Object.prototype.hasOwnProperty.call(values, key)) throw flagError(`key "${key}" is given twice (${how})`);
+    values[key] = value;
+  };
+  let pending: string | undefined;
+  for (const t of tokens) {
+    if (t.kind !== 'option') continue;
+    if (t.name === 'key') {
+      if (pending !== undefined) put(pending, '', '-k');
+      pending = t.value ?? '';
+      if (pending === '') throw flagError('-k/--key needs a key name');
+    } else if (t.name === 'value') {
+      if (pending === undefined) throw flagError(`-v/--value "${t.value ?? ''}" has no -k/--key before it`);
+      put(pending, t.value ?? '', '-k');
+      pending = undefined;
+    } else if (t.name === 'kv') {
+      const [key, value] = splitKeyValue('--kv', t.value ?? '');
+      put(key, value, '--kv');
+    }
+  }
+  if (pending !== undefined) put(pending, '', '-k');
+  return values;
+}
+
+const shown = (v: string) => JSON.stringify(v);
+
+/** The summary lines of an upsert. */
+export function changeLines(changes: UpsertChange[]): string[] {
+  return changes.map((c) =>
+    c.before === '' ? `+ ${c.key} = ${shown(c.after)}` : c.after === '' ? `- ${c.key} (was ${shown(c.before)})` : `~ ${c.key} = ${shown(c.after)} (was ${shown(c.before)})`,
+  );
+}
+
+export function upsertCommand(argv: string[]): Promise<number> {
+  return runCommand('upsert', argv, async (session) => {
+    const { values: v, positionals, tokens } = parseCommandLine('upsert', argv, OPTIONS, REMOVED);
+    if (v.help) {
+      session.io.stdout.write(`${upsertUsage}\n`);
+      return 0;
+    }
+    rejectPositionals(positionals);
+    const values = collectValues(tokens as Parameters<typeof collectValues>[0]);
+    if (Object.keys(values).length === 0) throw flagError('nothing to upsert: give values with --kv KEY=VALUE or -k KEY -v VALUE');
+    const configuration = (await session.configuration(str(v.config), true))!;
+    const { schema } = loadSchemas(list(v.schema), session.io.cwd, configuration);
+    const { store } = await session.store(configuration, str(v.store));
+    const set = str(v.set) ?? '';
+    const { changes } = await session.progress(`writing to store "${store.name}"`, () =>
+      upsert({ store, set, schema, values, expressions: session.evaluator }),
+    );
+    const parsed = parseSet(set);
+    const path = 'path' in parsed ? parsed.path : set;
+    const where = `store "${store.name}", ${path === '' ? 'root set' : `set "${path}"`}`;
+    const head = changes.length === 0 ? `no changes in ${where}` : `${changes.length} ${changes.length === 1 ? 'change' : 'changes'} in ${where}:`;
+    session.io.stdout.write(`${[head, ...changeLines(changes)].join('\n')}\n`);
+    return 0;
+  });
+}

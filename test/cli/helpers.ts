@@ -1,0 +1,166 @@
+/**
+ * Running the BUILT `cfgu` binary as a user would: `node bin/cfgu.js ...` in a temporary working folder with real
+ * files. `sh()` runs a shell command line in which `cfgu` is the built binary (a shim on PATH), for pipelines.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+export const BIN = join(ROOT, 'bin', 'cfgu.js');
+
+if (!existsSync(join(ROOT, 'dist', 'cli.js'))) throw new Error('dist/cli.js is missing: run `node scripts/build.mjs` first (npm test does)');
+
+const dirs: string[] = [];
+
+/** A fresh temporary folder, removed by `removeTempDirs()`. */
+export function tempDir(prefix = 'cfgu-cli-'): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  dirs.push(dir);
+  return dir;
+}
+
+export function removeTempDirs(): void {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+}
+
+/** Write a file (creating folders); objects are written as JSON. Returns the path. */
+export function write(path: string, content: unknown): string {
+  mkdirSync(dirname(path), { recursive: true });
+  writeFileSync(path, typeof content === 'string' ? content : `${JSON.stringify(content, null, 2)}\n`);
+  return path;
+}
+
+export interface Ran {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+export interface RunOptions {
+  cwd: string;
+  /** Written to standard input (which is then closed). Without it, standard input is closed at once. */
+  input?: string;
+  env?: Record<string, string | undefined>;
+  timeoutMs?: number;
+}
+
+/** The environment of a spawned cfgu: no CONFIGU_* leaking from the developer's shell, no CI spinner. */
+function childEnv(extra: Record<string, string | undefined> = {}): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = { ...process.env };
+  for (const k of Object.keys(env)) if (k.startsWith('CONFIGU_')) delete env[k];
+  return { ...env, ...extra };
+}
+
+const children = new Set<ChildProcess>();
+
+function collect(child: ChildProcess, options: RunOptions): Promise<Ran> {
+  children.add(child);
+  let stdout = '';
+  let stderr = '';
+  child.stdout!.setEncoding('utf8').on('data', (d) => (stdout += d));
+  child.stderr!.setEncoding('utf8').on('data', (d) => (stderr += d));
+  child.stdin!.on('error', () => undefined);
+  child.stdin!.end(options.input ?? '');
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`timed out after ${options.timeoutMs ?? 30_000} ms\nstdout: ${stdout}\nstderr: ${stderr}`));
+    }, options.timeoutMs ?? 30_000);
+    child.on('error', reject);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      children.delete(child);
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** `node bin/cfgu.js ...args` in `cwd`. */
+export function cfgu(args: string[], options: RunOptions): Promise<Ran> {
+  const child = spawn(process.execPath, [BIN, ...args], { cwd: options.cwd, env: childEnv(options.env), stdio: 'pipe' });
+  return collect(child, options);
+}
+
+let shimDir: string | undefined;
+
+/** A folder holding a `cfgu` shim that runs the built binary with this Node. */
+function shim(): string {
+  if (shimDir) return shimDir;
+  shimDir = tempDir('cfgu-cli-bin-');
+  const file = join(shimDir, 'cfgu');
+  writeFileSync(file, `#!/bin/sh\nexec "${process.execPath}" "${BIN}" "$@"\n`);
+  chmodSync(file, 0o755);
+  return shimDir;
+}
+
+/** Run a shell command line (bash, `set -o pipefail`) where `cfgu` is the built binary. */
+export function sh(script: string, options: RunOptions): Promise<Ran> {
+  const env = childEnv(options.env);
+  env.PATH = `${shim()}:${env.PATH ?? ''}`;
+  const child = spawn('bash', ['-c', `set -o pipefail\n${script}`], { cwd: options.cwd, env, stdio: 'pipe' });
+  return collect(child, options);
+}
+
+export function killChildren(): void {
+  for (const c of children) c.kill('SIGKILL');
+  children.clear();
+}
+
+/** A project folder: a json-file store `main` (data.json) and a `.configu`, plus the given files. */
+export function project(files: Record<string, unknown> = {}, configu: Record<string, unknown> | undefined = undefined): string {
+  const dir = tempDir();
+  write(join(dir, '.configu'), configu ?? { stores: { main: { type: 'json-file', configuration: { path: 'data.json' } } } });
+  for (const [name, content] of Object.entries(files)) write(join(dir, name), content);
+  return dir;
+}
+
+/** Parse `.env` text the way dotenv does (bare, single-quoted literal, double-quoted with \n \" \\ \$ escapes). */
+export function parseDotenv(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of text.split('\n')) {
+    if (!line.trim() || line.startsWith('#')) continue;
+    const m = /^([A-Za-z0-9_-]+)=(.*)$/.exec(line);
+    if (!m) throw new Error(`bad dotenv line: ${line}`);
+    let v = m[2]!;
+    if (v.startsWith("'")) {
+      if (!v.endsWith("'") || v.length < 2) throw new Error(`unterminated: ${line}`);
+      v = v.slice(1, -1);
+    } else if (v.startsWith('"')) {
+      if (!v.endsWith('"') || v.length < 2) throw new Error(`unterminated: ${line}`);
+      v = v.slice(1, -1).replace(/\\([\\"nr$])/g, (_, c: string) => (c === 'n' ? '\n' : c === 'r' ? '\r' : c));
+    }
+    out[m[1]!] = v;
+  }
+  return out;
+}
+
+/** Parse section-less INI written as KEY=bare or KEY="json string". */
+export function parseIni(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const line of text.split('\n')) {
+    if (!line.trim()) continue;
+    const at = line.indexOf('=');
+    const v = line.slice(at + 1);
+    out[line.slice(0, at)] = v.startsWith('"') ? (JSON.parse(v) as string) : v;
+  }
+  return out;
+}
+
+/** Parse Java .properties (the escapes a writer uses: \\ \n \r \t \f \= \: \# \! \  \uXXXX). */
+export function parseProperties(text: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const unescape = (s: string) =>
+    s.replace(/\\(u[0-9a-fA-F]{4}|.)/g, (_, c: string) =>
+      c.length === 5 ? String.fromCharCode(parseInt(c.slice(1), 16)) : c === 'n' ? '\n' : c === 'r' ? '\r' : c === 't' ? '\t' : c === 'f' ? '\f' : c,
+    );
+  for (const line of text.split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const m = /^((?:\\.|[^=:\\])*)[=:](.*)$/.exec(line);
+    if (!m) throw new Error(`bad properties line: ${line}`);
+    out[unescape(m[1]!)] = unescape(m[2]!);
+  }
+  return out;
+}
