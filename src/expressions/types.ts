@@ -67,6 +67,11 @@ export interface ExpressionEvaluator {
   renderTemplate(template: string, context: unknown): Promise<string>;
   /** Evaluate a boolean expression with the given `$` (CLI `--filter`). Throws ExpressionError. */
   evaluateBoolean(expression: string, context: unknown): Promise<boolean>;
+  /**
+   * Render a TRUSTED template (the server's own `.configu`): bare identifiers resolve to `variables` (a copy of the
+   * process environment), an unknown identifier reads as "". Throws ExpressionError.
+   */
+  renderTrusted(template: string, variables: Record<string, string>): Promise<string>;
   /** Stop the sandbox processes. */
   close(): Promise<void>;
 }
