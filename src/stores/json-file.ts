@@ -8,7 +8,8 @@
  * stat (about 2 microseconds; no thread-pool hop, no read). With `watch: true` even that stat is skipped while no
  * file-system event arrived (re-checked at least every `recheckMs`, default 1000 ms).
  *
- * Writes: an exclusive lock file `<path>.lock` (O_EXCL create, holding pid, time and a random token) serialises
+ * Writes: an exclusive lock file `<path>.lock` (created atomically with its content by hard-linking a private draft,
+ * which fails with EEXIST like an O_EXCL create; it holds pid, time and a random token) serialises
  * writers across processes; under the lock the file is re-read from disk, the batch applied, the result written to a
  * temporary file in the same folder, fsynced, renamed over the file and the folder fsynced. A lock whose pid is no
  * longer alive, or that is older than `staleLockMs` (default 10 s), is broken. A crash at any point leaves either the
@@ -19,7 +20,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { statSync, watch, type FSWatcher } from 'node:fs';
-import { link, mkdir, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises';
+import { link, mkdir, open, readdir, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { StoreUnavailableError } from '../core/errors.js';
 import { answerFrom, Mutex, pairKey, reasonOf, splitWrites } from './common.js';
@@ -157,6 +158,7 @@ export class JsonFileConfigStore implements ConfigStore {
           else current.set(k, { ...c });
         }
         const fingerprint = await this.writeAtomically([...current.values()]);
+        await this.sweepLeftovers();
         this.data = current;
         this.fingerprint = fingerprint;
         this.error = undefined;
@@ -340,11 +342,14 @@ export class JsonFileConfigStore implements ConfigStore {
     let madeDir = false;
     for (;;) {
       try {
-        const fh = await open(this.lockPath, 'wx', 0o644);
+        // Create the lock with its content in one step: write a private file, then hard-link it to the lock name
+        // (link fails with EEXIST like an O_EXCL create), so no one can ever see an empty lock.
+        const draft = `${this.lockPath}.${process.pid}.${randomBytes(4).toString('hex')}`;
+        await writeFile(draft, token, { encoding: 'utf8', mode: 0o644, flag: 'wx' });
         try {
-          await fh.writeFile(token, 'utf8');
+          await link(draft, this.lockPath);
         } finally {
-          await fh.close();
+          await unlink(draft).catch(() => undefined);
         }
         return async () => {
           try {
@@ -369,12 +374,23 @@ export class JsonFileConfigStore implements ConfigStore {
     }
   }
 
-  /** Temporary files a dead writer left behind (`.<name>.<pid>.<random>.tmp`). */
-  private async removeTempFilesOf(pid: number): Promise<void> {
-    const prefix = `.${basename(this.path)}.${pid}.`;
+  /**
+   * Remove what killed writers left behind: temporary files `.<name>.<pid>.<random>.tmp` and lock drafts
+   * `<name>.lock.<pid>.<random>` whose pid is no longer alive. Called while holding the lock, after every write.
+   */
+  private async sweepLeftovers(): Promise<void> {
+    const dir = dirname(this.path);
+    const tmpPrefix = `.${basename(this.path)}.`;
+    const draftPrefix = `${basename(this.lockPath)}.`;
     try {
-      for (const f of await readdir(dirname(this.path))) {
-        if (f.startsWith(prefix) && f.endsWith('.tmp')) await unlink(join(dirname(this.path), f)).catch(() => undefined);
+      for (const f of await readdir(dir)) {
+        let pidText: string | undefined;
+        if (f.startsWith(tmpPrefix) && f.endsWith('.tmp')) pidText = f.slice(tmpPrefix.length).split('.')[0];
+        else if (f.startsWith(draftPrefix) && !f.startsWith(`${draftPrefix}stale-`)) pidText = f.slice(draftPrefix.length).split('.')[0];
+        const pid = Number(pidText);
+        if (pidText && Number.isInteger(pid) && pid > 0 && pid !== process.pid && !pidAlive(pid)) {
+          await unlink(join(dir, f)).catch(() => undefined);
+        }
       }
     } catch {
       /* best effort */
@@ -392,9 +408,11 @@ export class JsonFileConfigStore implements ConfigStore {
       return isCode(e, 'ENOENT');
     }
     const pid = Number(content.split(' ')[0]);
-    const ownerDead = Number.isInteger(pid) && pid > 0 && pid !== process.pid && !pidAlive(pid);
-    if (!ownerDead && ageMs < this.staleLockMs) return false;
-    if (ownerDead) await this.removeTempFilesOf(pid);
+    const valid = Number.isInteger(pid) && pid > 0;
+    const ownerDead = valid && pid !== process.pid && !pidAlive(pid);
+    // A lock without a pid (made by another tool) is judged by age alone, with a shorter limit.
+    const limit = valid ? this.staleLockMs : Math.min(this.staleLockMs, 2000);
+    if (!ownerDead && ageMs < limit) return false;
     // Move it aside atomically, then make sure we moved the one we judged (not a fresh lock taken meanwhile).
     const aside = `${this.lockPath}.stale-${process.pid}-${randomBytes(4).toString('hex')}`;
     try {
