@@ -321,8 +321,16 @@ export class LazyEvaluator implements ExpressionEvaluator {
   }
 
   private sandbox(): Promise<TrustedEvaluator> {
-    this.started ??= Promise.resolve().then(async () => (await createSandboxEvaluator(expressionOptionsFromEnv(this.env))) as TrustedEvaluator);
+    // One command line evaluates one thing at a time: one sandbox process is enough (unless the environment says).
+    this.started ??= Promise.resolve().then(
+      async () => (await createSandboxEvaluator({ workers: 1, ...expressionOptionsFromEnv(this.env) })) as TrustedEvaluator,
+    );
     return this.started;
+  }
+
+  /** Start the sandbox now, without waiting (it takes a moment; overlap it with other work). */
+  warm(): void {
+    this.sandbox().catch(() => undefined);
   }
 
   async run(job: ExpressionJob): Promise<ExpressionResult> {
@@ -589,6 +597,13 @@ export function readSchemaFile(file: string, cwd: string): SchemaFile {
     );
   }
   return { file, keys: (data as ConfigSchema).keys };
+}
+
+/** True when evaluating the schema runs expressions (`const`, `test`) or sandboxed checks (`pattern`, `schema`). */
+export function schemaNeedsSandbox(schema: ConfigSchema): boolean {
+  return Object.values(schema.keys).some(
+    (c) => !!c && (c.const !== undefined || c.test !== undefined || c.pattern !== undefined || c.schema !== undefined),
+  );
 }
 
 export interface ResolvedSchemas {

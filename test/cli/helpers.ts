@@ -9,9 +9,10 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-export const BIN = join(ROOT, 'bin', 'cfgu.js');
+/** The binary under test (CFGU_CLI_BIN may point at another build of it). */
+export const BIN = process.env.CFGU_CLI_BIN ?? join(ROOT, 'bin', 'cfgu.js');
 
-if (!existsSync(join(ROOT, 'dist', 'cli.js'))) throw new Error('dist/cli.js is missing: run `node scripts/build.mjs` first (npm test does)');
+if (!process.env.CFGU_CLI_BIN && !existsSync(join(ROOT, 'dist', 'cli.js'))) throw new Error('dist/cli.js is missing: run `node scripts/build.mjs` first (npm test does)');
 
 const dirs: string[] = [];
 
@@ -43,6 +44,8 @@ export interface RunOptions {
   cwd: string;
   /** Written to standard input (which is then closed). Without it, standard input is closed at once. */
   input?: string;
+  /** `ignore`: standard input is /dev/null (not a pipe). */
+  stdin?: 'pipe' | 'ignore';
   env?: Record<string, string | undefined>;
   timeoutMs?: number;
 }
@@ -62,8 +65,8 @@ function collect(child: ChildProcess, options: RunOptions): Promise<Ran> {
   let stderr = '';
   child.stdout!.setEncoding('utf8').on('data', (d) => (stdout += d));
   child.stderr!.setEncoding('utf8').on('data', (d) => (stderr += d));
-  child.stdin!.on('error', () => undefined);
-  child.stdin!.end(options.input ?? '');
+  child.stdin?.on('error', () => undefined);
+  child.stdin?.end(options.input ?? '');
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
@@ -80,7 +83,11 @@ function collect(child: ChildProcess, options: RunOptions): Promise<Ran> {
 
 /** `node bin/cfgu.js ...args` in `cwd`. */
 export function cfgu(args: string[], options: RunOptions): Promise<Ran> {
-  const child = spawn(process.execPath, [BIN, ...args], { cwd: options.cwd, env: childEnv(options.env), stdio: 'pipe' });
+  const child = spawn(process.execPath, [BIN, ...args], {
+    cwd: options.cwd,
+    env: childEnv(options.env),
+    stdio: [options.stdin ?? 'pipe', 'pipe', 'pipe'],
+  });
   return collect(child, options);
 }
 
@@ -117,22 +124,55 @@ export function project(files: Record<string, unknown> = {}, configu: Record<str
   return dir;
 }
 
-/** Parse `.env` text the way dotenv does (bare, single-quoted literal, double-quoted with \n \" \\ \$ escapes). */
+/**
+ * Parse `.env` text as dotenv-style readers do: bare values, single-quoted literals (which may span lines), and
+ * double-quoted values with the escapes \\ \" \$ \n \r.
+ */
 export function parseDotenv(text: string): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const line of text.split('\n')) {
-    if (!line.trim() || line.startsWith('#')) continue;
-    const m = /^([A-Za-z0-9_-]+)=(.*)$/.exec(line);
-    if (!m) throw new Error(`bad dotenv line: ${line}`);
-    let v = m[2]!;
-    if (v.startsWith("'")) {
-      if (!v.endsWith("'") || v.length < 2) throw new Error(`unterminated: ${line}`);
-      v = v.slice(1, -1);
-    } else if (v.startsWith('"')) {
-      if (!v.endsWith('"') || v.length < 2) throw new Error(`unterminated: ${line}`);
-      v = v.slice(1, -1).replace(/\\([\\"nr$])/g, (_, c: string) => (c === 'n' ? '\n' : c === 'r' ? '\r' : c));
+  let i = 0;
+  while (i < text.length) {
+    const eol = text.indexOf('\n', i);
+    const lineEnd = eol === -1 ? text.length : eol;
+    const line = text.slice(i, lineEnd);
+    if (!line.trim() || line.startsWith('#')) {
+      i = lineEnd + 1;
+      continue;
     }
-    out[m[1]!] = v;
+    const m = /^([A-Za-z0-9_-]+)=/.exec(line);
+    if (!m) throw new Error(`bad dotenv line: ${line}`);
+    const key = m[1]!;
+    let at = i + m[0].length;
+    const quote = text[at];
+    if (quote === "'") {
+      const close = text.indexOf("'", at + 1);
+      if (close === -1) throw new Error(`unterminated value of ${key}`);
+      out[key] = text.slice(at + 1, close);
+      at = close + 1;
+    } else if (quote === '"') {
+      let v = '';
+      at++;
+      for (;;) {
+        const c = text[at];
+        if (c === undefined) throw new Error(`unterminated value of ${key}`);
+        if (c === '"') break;
+        if (c === '\\') {
+          const n = text[at + 1]!;
+          v += n === 'n' ? '\n' : n === 'r' ? '\r' : n;
+          at += 2;
+        } else {
+          v += c;
+          at++;
+        }
+      }
+      out[key] = v;
+      at++;
+    } else {
+      out[key] = line.slice(m[0].length);
+      at = lineEnd;
+    }
+    if (text[at] !== '\n' && at < text.length) throw new Error(`junk after the value of ${key}`);
+    i = at + 1;
   }
   return out;
 }

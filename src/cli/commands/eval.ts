@@ -15,6 +15,7 @@ import {
   readStdin,
   rejectPositionals,
   runCommand,
+  schemaNeedsSandbox,
   splitKeyValue,
   stdinHasData,
   str,
@@ -74,15 +75,18 @@ export function evalCommand(argv: string[]): Promise<number> {
     const defaultsOnly = v.defaults === true;
     if (defaultsOnly && v.store !== undefined) throw flagError('--defaults reads no store: leave out --store');
 
-    // The pipe: read first, so a bad pipe is reported before any store is touched.
+    const configuration = await session.configuration(str(v.config), !defaultsOnly);
+    const { schema } = loadSchemas(list(v.schema), session.io.cwd, configuration);
+    // The sandbox takes a moment to start: start it now, while the pipe is read and the store is queried.
+    if (schemaNeedsSandbox(schema)) session.evaluator.warm();
+
+    // The pipe: read before any store is touched, so a bad pipe is reported first.
     let pipe: EvalResult | undefined;
     if (v['no-stdin'] !== true && stdinHasData()) {
       const text = await readStdin();
       if (text.trim() !== '') pipe = parseEvalResult(text, 'standard input (the pipe)');
     }
 
-    const configuration = await session.configuration(str(v.config), !defaultsOnly);
-    const { schema } = loadSchemas(list(v.schema), session.io.cwd, configuration);
     const stores = defaultsOnly ? undefined : (await session.store(configuration!, str(v.store))).registry;
     const { result } = await session.progress('evaluating', () =>
       evaluatePipeline(

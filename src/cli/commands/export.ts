@@ -90,14 +90,17 @@ export const textOf = (v: JsonValue): string => (typeof v === 'string' ? v : JSO
 
 const DOTENV_BARE = /^[A-Za-z0-9_./:@%+,=-]*$/;
 
-/** `.env`: bare when safe, single quotes when possible (no escapes, no expansion), else double quotes with escapes. */
+/**
+ * `.env`: bare when every character is safe; else single quotes (literal, a newline is written as is: a multi-line
+ * value) when the value has no `'`; else double quotes with `\\`, `\"`, `\n`, `\r` and `\$` escaped.
+ */
 export function toDotenv(configs: ExportedConfigs): string {
   return Object.entries(configs)
     .map(([k, v]) => {
       const t = textOf(v);
       if (DOTENV_BARE.test(t)) return `${k}=${t}`;
-      if (!/['\n\r]/.test(t)) return `${k}='${t}'`;
-      return `${k}="${t.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n').replace(/\r/g, '\\r').replace(/\$/g, '\\$')}"`;
+      if (!t.includes("'")) return `${k}='${t}'`;
+      return `${k}="${t.replace(/[\\"$]/g, '\\$&').replace(/\n/g, '\\n').replace(/\r/g, '\\r')}"`;
     })
     .map((l) => `${l}\n`)
     .join('');
@@ -181,7 +184,11 @@ export function toManifest(kind: 'ConfigMap' | 'Secret', name: string, configs: 
   const manifest: Record<string, unknown> = { apiVersion: 'v1', kind, metadata: { name } };
   if (kind === 'Secret') manifest.type = 'Opaque';
   manifest.data = data;
-  return YAML.stringify(manifest, { defaultStringType: 'QUOTE_DOUBLE', defaultKeyType: 'PLAIN', lineWidth: 0 });
+  const doc = new YAML.Document(manifest);
+  // Every data value is a string for Kubernetes: quote them all so `"8080"` or `"true"` can never be read as another type.
+  const items = (doc.get('data') as YAML.YAMLMap<YAML.Scalar, YAML.Scalar> | undefined)?.items ?? [];
+  for (const pair of items) if (pair.value) pair.value.type = 'QUOTE_DOUBLE';
+  return doc.toString({ lineWidth: 0 });
 }
 
 export function formatConfigs(format: Format, configs: ExportedConfigs, name: string | undefined): string {
@@ -349,6 +356,9 @@ export function exportCommand(argv: string[]): Promise<number> {
         throw new UsageError(`--template ${template}: ${code === 'ENOENT' ? 'no such file' : (e as Error).message}`);
       }
     }
+
+    // The sandbox takes a moment to start: start it while standard input arrives (the upstream eval is still running).
+    if (list(v.filter).length || templateText !== undefined) session.evaluator.warm();
 
     if (!stdinHasData()) {
       throw new ExitError(

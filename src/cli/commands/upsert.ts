@@ -13,6 +13,7 @@ import {
   rejectPositionals,
   removedFlag,
   runCommand,
+  schemaNeedsSandbox,
   splitKeyValue,
   str,
 } from '../common.js';
@@ -100,6 +101,7 @@ export function upsertCommand(argv: string[]): Promise<number> {
     if (Object.keys(values).length === 0) throw flagError('nothing to upsert: give values with --kv KEY=VALUE or -k KEY -v VALUE');
     const configuration = (await session.configuration(str(v.config), true))!;
     const { schema } = loadSchemas(list(v.schema), session.io.cwd, configuration);
+    if (schemaNeedsSandbox(schema)) session.evaluator.warm();
     const { store } = await session.store(configuration, str(v.store));
     const set = str(v.set) ?? '';
     const { changes } = await session.progress(`writing to store "${store.name}"`, () =>
