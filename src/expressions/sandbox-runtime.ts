@@ -95,7 +95,11 @@ const makeTrusted = (body: string): Compiled =>
   // Trusted (.configu): bare identifiers resolve to the given variables through `with`.
   new Function('$', `with ($) {\nreturn (\n${body}\n);\n}`) as Compiled;
 
+const FUNCTION_SOURCE = /'?function\s*([\w$]*)\s*\([^)]*\)\s*\{[\s\S]*\}'?/;
+
 function clip(text: string): string {
+  // V8 quotes a whole function's source in some messages ("... of function 'function lodash(value) {...}'").
+  if (text.length > 120 && FUNCTION_SOURCE.test(text)) text = text.replace(FUNCTION_SOURCE, (_m, name: string) => `${name || "anonymous"}()`);
   return text.length > MAX_MESSAGE ? `${text.slice(0, MAX_MESSAGE - 3)}...` : text;
 }
 
