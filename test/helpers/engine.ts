@@ -116,5 +116,8 @@ export class HostEvaluator implements ExpressionEvaluator {
   async evaluateBoolean(): Promise<boolean> {
     throw new Error('not used by core tests');
   }
+  async renderTrusted(): Promise<string> {
+    throw new Error('not used by core tests');
+  }
   async close() {}
 }
