@@ -179,6 +179,7 @@ class SandboxPool implements SandboxEvaluator {
         new Promise<void>((resolve) => {
           if (w.proc.exitCode !== null || w.proc.signalCode !== null) return resolve();
           w.proc.once('exit', () => resolve());
+          w.proc.ref(); // keep the process alive until the child is gone
           w.proc.kill('SIGKILL');
         }),
       );

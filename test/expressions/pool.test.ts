@@ -1,0 +1,81 @@
+// The process pool: the host stays responsive, dead or stuck children are replaced, only the in-flight job fails,
+// queued jobs are never lost.
+import { after, before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { createSandboxEvaluator, type SandboxEvaluator } from '../../src/expressions/index.js';
+import { oneTest, outcomeOf } from './helpers.js';
+
+let ev: SandboxEvaluator;
+before(async () => {
+  ev = createSandboxEvaluator({ workers: 2, timeoutMs: 200 });
+  await ev.ready();
+});
+after(() => ev.close());
+
+const waitFor = async (cond: () => boolean, ms = 10_000) => {
+  const end = Date.now() + ms;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error('timed out waiting');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+};
+
+describe('sandbox pool', () => {
+  it('keeps the host event loop responsive while an endless loop runs', async () => {
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 10);
+    const started = Date.now();
+    const r = await ev.run(oneTest('(() => { while (true) {} })()'));
+    clearInterval(timer);
+    assert.deepEqual(outcomeOf(r.tests), { kind: 'time-limit', message: 'exceeded the time limit of 200 ms' });
+    assert.ok(Date.now() - started >= 190);
+    assert.ok(ticks >= 8, `only ${ticks} ticks`);
+  });
+
+  it('replaces a child that died of memory; only its job fails, queued jobs all complete', async () => {
+    const before = ev.pids();
+    const jobs = [];
+    for (let i = 0; i < 20; i++) jobs.push(ev.run(oneTest(i === 3 ? "'x'.repeat(2 ** 28).split('')" : `$.value === 8080 && ${i} >= 0`)));
+    const results = await Promise.all(jobs);
+    results.forEach((r, i) => {
+      if (i === 3) assert.equal(outcomeOf(r.tests) !== 'ok' && (outcomeOf(r.tests) as { kind: string }).kind, 'memory-limit');
+      else assert.equal(outcomeOf(r.tests), 'ok', `job ${i}`);
+    });
+    await ev.ready();
+    const after = ev.pids();
+    assert.equal(after.length, 2);
+    assert.notDeepEqual(after.sort(), before.sort());
+    assert.equal(outcomeOf((await ev.run(oneTest('_.isNumber($.value)'))).tests), 'ok');
+  });
+
+  it('the host watchdog kills a stuck child (time-limit) and the next job succeeds', async () => {
+    await ev.ready();
+    const [a, b] = ev.pids();
+    // Freeze both children at the OS level: isolated-vm's own timeout cannot fire, only the watchdog can help.
+    process.kill(a!, 'SIGSTOP');
+    process.kill(b!, 'SIGSTOP');
+    const r = await ev.run(oneTest('true'));
+    assert.deepEqual(outcomeOf(r.tests), { kind: 'time-limit', message: 'exceeded the time limit of 200 ms' });
+    const other = ev.pids().find((p) => p === a || p === b);
+    if (other) process.kill(other, 'SIGCONT');
+    const ok = await ev.run(oneTest('true'));
+    assert.equal(outcomeOf(ok.tests), 'ok');
+  });
+
+  it('replaces a child killed from outside while idle', async () => {
+    await ev.ready();
+    const [victim] = ev.pids();
+    process.kill(victim!, 'SIGKILL');
+    await waitFor(() => !ev.pids().includes(victim!));
+    await ev.ready();
+    const results = await Promise.all([1, 2, 3, 4].map(() => ev.run(oneTest('true'))));
+    for (const r of results) assert.equal(outcomeOf(r.tests), 'ok');
+  });
+
+  it('close() rejects later work', async () => {
+    const other = createSandboxEvaluator({ workers: 1 });
+    await other.ready();
+    await other.close();
+    await assert.rejects(other.run(oneTest('true')), { name: 'SandboxUnavailableError' });
+  });
+});
