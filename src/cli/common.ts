@@ -257,10 +257,15 @@ export async function runCommand(command: string, argv: string[], body: (session
     if (debug && e instanceof Error && e.stack) lines.push(e.stack);
     if (lines.length) io.stderr.write(`${lines.join('\n')}\n`);
   }
+  // Closing waits for child processes and connections whose handles may be unref'd: keep the event loop alive
+  // meanwhile (else the process could end before the exit code is known), for at most 5 s.
+  const hold = setInterval(() => undefined, 1000);
   try {
-    await session.close();
+    await Promise.race([session.close(), new Promise((r) => setTimeout(r, 5000).unref())]);
   } catch (e) {
     if (debug) io.stderr.write(`cfgu ${command}: while closing: ${(e as Error)?.stack ?? String(e)}\n`);
+  } finally {
+    clearInterval(hold);
   }
   return code;
 }

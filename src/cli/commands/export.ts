@@ -150,8 +150,7 @@ function hclString(s: string): string {
     .replace(/\n/g, '\\n')
     .replace(/\r/g, '\\r')
     .replace(/\t/g, '\\t')
-    .replace(/\$\{/g, '$${')
-    .replace(/%\{/g, '%%{')}"`;
+    .replace(/([$%])\{/g, (_m, c: string) => `${c}${c}{`)}"`;
 }
 
 function hclValue(v: JsonValue, indent: string): string {
