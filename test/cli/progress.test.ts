@@ -1,0 +1,82 @@
+/**
+ * In-process unit tests of the CLI helpers that the binary tests cannot reach well: the progress indicator (needs a
+ * TTY), glob expansion, and -k/-v pairing.
+ */
+import { after, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { expandBraces, expandGlob, segmentRegExp, withProgress } from '../../src/cli/common.js';
+import { collectValues } from '../../src/cli/commands/upsert.js';
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+function fakeStream(isTTY: boolean) {
+  const writes: string[] = [];
+  return { isTTY, writes, write: (s: string) => (writes.push(s), true) } as unknown as NodeJS.WritableStream & { isTTY: boolean; writes: string[] };
+}
+
+describe('withProgress', () => {
+  test('a step slower than the delay shows a spinner line on a TTY, erased at the end', async () => {
+    const s = fakeStream(true);
+    const value = await withProgress('reading store "main"', () => sleep(250).then(() => 42), s, 50);
+    assert.equal(value, 42);
+    assert.ok(s.writes.length >= 2, 'drawn at least once');
+    assert.match(s.writes[0]!, /^\r\x1b\[2K. reading store "main"… 0s$/);
+    assert.equal(s.writes.at(-1), '\r\x1b[2K');
+  });
+  test('a fast step shows nothing', async () => {
+    const s = fakeStream(true);
+    await withProgress('fast', () => sleep(5), s, 100);
+    assert.deepEqual(s.writes, []);
+  });
+  test('silent when the stream is not a TTY, even for a slow step; errors pass through', async () => {
+    const s = fakeStream(false);
+    await withProgress('slow', () => sleep(120), s, 10);
+    assert.deepEqual(s.writes, []);
+    const t = fakeStream(true);
+    await assert.rejects(withProgress('failing', () => sleep(80).then(() => Promise.reject(new Error('boom'))), t, 10), /boom/);
+    assert.equal(t.writes.at(-1), '\r\x1b[2K', 'the line is erased on failure too');
+  });
+});
+
+describe('globs', () => {
+  const root = mkdtempSync(join(tmpdir(), 'cfgu-glob-'));
+  after(() => rmSync(root, { recursive: true, force: true }));
+  for (const f of ['a.cfgu.json', 'b.cfgu.yaml', 's/c.cfgu.yml', 's/t/d.cfgu.json', 's/.hidden/e.cfgu.json', 'node_modules/x/f.cfgu.json', '.g.cfgu.json', 'a1.txt']) {
+    mkdirSync(join(root, f, '..'), { recursive: true });
+    writeFileSync(join(root, f), '');
+  }
+  const rel = (files: string[]) => files.map((f) => f.slice(root.length + 1));
+  test('*, ?, [..], {a,b} and ** (not into hidden folders or node_modules)', () => {
+    assert.deepEqual(rel(expandGlob('*.cfgu.*', root)), ['a.cfgu.json', 'b.cfgu.yaml']);
+    assert.deepEqual(rel(expandGlob('**/*.cfgu.json', root)), ['a.cfgu.json', 's/t/d.cfgu.json']);
+    assert.deepEqual(rel(expandGlob('**/*.cfgu.{yaml,yml}', root)), ['b.cfgu.yaml', 's/c.cfgu.yml']);
+    assert.deepEqual(rel(expandGlob('?.cfgu.json', root)), ['a.cfgu.json']);
+    assert.deepEqual(rel(expandGlob('[ab].cfgu.*', root)), ['a.cfgu.json', 'b.cfgu.yaml']);
+    assert.deepEqual(rel(expandGlob('[!a].cfgu.*', root)), ['b.cfgu.yaml']);
+    assert.deepEqual(rel(expandGlob('.*.cfgu.json', root)), ['.g.cfgu.json']);
+    assert.deepEqual(rel(expandGlob(join(root, 's', '*', '*.json'), '/')), ['s/t/d.cfgu.json']);
+    assert.deepEqual(expandGlob('nothing/**/*.json', root), []);
+  });
+  test('helpers', () => {
+    assert.deepEqual(expandBraces('a{b,c{d,e}}f'), ['abf', 'acdf', 'acef']);
+    assert.deepEqual(expandBraces('{x}'), ['{x}']);
+    assert.ok(segmentRegExp('*.cfgu.json').test('app.cfgu.json'));
+    assert.ok(!segmentRegExp('*.cfgu.json').test('app.cfgu.jsonx'));
+    assert.ok(segmentRegExp('a+b(c).json').test('a+b(c).json'));
+  });
+});
+
+describe('-k/-v pairing', () => {
+  const opt = (name: string, value: string) => ({ kind: 'option', name, value });
+  test('a -v pairs with the -k just before it; an unpaired -k deletes; --kv mixes in order', () => {
+    assert.deepEqual(
+      collectValues([opt('key', 'A'), opt('value', '1'), opt('key', 'B'), opt('kv', 'C=x=y'), opt('key', 'D'), opt('key', 'E'), opt('value', '')]),
+      { A: '1', B: '', C: 'x=y', D: '', E: '' },
+    );
+    assert.throws(() => collectValues([opt('value', '1')]), /-v\/--value "1" has no -k\/--key before it/);
+    assert.throws(() => collectValues([opt('kv', 'A=1'), opt('kv', 'A=2')]), /key "A" is given twice \(--kv\)/);
+  });
+});
