@@ -163,8 +163,6 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     reply.raw.once('close', () => lifecycle.requestEnded());
     reply.header('x-request-id', request.id);
     reply.header('x-content-type-options', 'nosniff');
-    // While draining, ask clients to reconnect (elsewhere) after this response.
-    if (lifecycle.stopping) reply.header('connection', 'close');
 
     if (keyChecker) {
       const path = pathOf(request.url);
@@ -183,6 +181,13 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
       }
     }
     done();
+  });
+
+  // While draining, every response (including those of requests that started before) asks the client to reconnect,
+  // so keep-alive connections end with their current request.
+  app.addHook('onSend', (_request, reply, payload, done) => {
+    if (lifecycle.stopping) reply.header('connection', 'close');
+    done(null, payload);
   });
 
   if (requestLogs) {

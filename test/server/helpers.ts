@@ -9,7 +9,8 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-export const BIN = join(ROOT, 'bin', 'cfgu.js');
+/** The binary under test (CFGU_TEST_BIN overrides, e.g. for an installed copy). */
+export const BIN = process.env.CFGU_TEST_BIN ?? join(ROOT, 'bin', 'cfgu.js');
 
 const dirs: string[] = [];
 export function tempDir(prefix = 'cfgu-server-'): string {
@@ -103,8 +104,10 @@ export interface Spawned {
   stderr(): string;
   /** Resolves with the exit code (or the signal name). */
   exited: Promise<number | string>;
-  /** Waits until stdout has a JSON log line whose `msg` is `msg`. */
-  waitForLog(msg: string, timeoutMs?: number): Promise<Record<string, unknown>>;
+  /** Waits until stdout has a JSON log line whose `msg` is `msg` (and that `match` accepts). */
+  waitForLog(msg: string, match?: (line: Record<string, any>) => boolean, timeoutMs?: number): Promise<Record<string, any>>;
+  /** Every JSON log line so far. */
+  logs(): Array<Record<string, any>>;
 }
 
 export function spawnCfgu(args: string[], env: Record<string, string | undefined> = {}, cwd = ROOT): Spawned {
@@ -123,13 +126,13 @@ export function spawnCfgu(args: string[], env: Record<string, string | undefined
       resolve(code ?? signal ?? -1);
     });
   });
-  const logs = () =>
+  const logs = (): Array<Record<string, any>> =>
     out
       .split('\n')
       .filter((l) => l.startsWith('{'))
       .map((l) => {
         try {
-          return JSON.parse(l) as Record<string, unknown>;
+          return JSON.parse(l) as Record<string, any>;
         } catch {
           return {};
         }
@@ -139,10 +142,11 @@ export function spawnCfgu(args: string[], env: Record<string, string | undefined
     stdout: () => out,
     stderr: () => err,
     exited,
-    async waitForLog(msg, timeoutMs = 15_000) {
+    logs,
+    async waitForLog(msg, match = () => true, timeoutMs = 20_000) {
       const end = Date.now() + timeoutMs;
       for (;;) {
-        const hit = logs().find((l) => l.msg === msg);
+        const hit = logs().find((l) => l.msg === msg && match(l));
         if (hit) return hit;
         if (child.exitCode !== null || child.signalCode !== null) {
           throw new Error(`cfgu exited (${child.exitCode ?? child.signalCode}) before logging "${msg}"\nstdout:\n${out}\nstderr:\n${err}`);
