@@ -87,7 +87,7 @@ try {
   const qjs = await getQuickJS();
   const vm = qjs.newContext();
   const bundle = readFileSync(join(import.meta.dirname, '..', 'dist', 'sandbox', 'libraries.js'), 'utf8');
-  vm.evalCode('globalThis.console = { log() {}, warn() {}, error() {} }').value?.dispose();
+  vm.unwrapResult(vm.evalCode('globalThis.console = { log() {}, warn() {}, error() {} }')).dispose();
   const loaded = vm.evalCode(bundle + '\n;__cfguRuntime.seal(), 1');
   let loadMs = performance.now() - t;
   if (loaded.error) {
