@@ -36,9 +36,6 @@ export interface Prepared {
   evaluator: ExpressionEvaluator;
 }
 
-/** A sandbox evaluator that can also render trusted templates (the `.configu` file). */
-type TrustedEvaluator = ExpressionEvaluator & { renderTrusted?: (template: string, vars: Record<string, unknown>) => unknown };
-
 /** Find and load `.configu`, start the sandbox, resolve the settings. Throws ConfigurationError. */
 export async function prepare(input: ServeInput): Promise<Prepared> {
   const file = await findConfigFile({ explicit: input.config, env: input.env, cwd: input.cwd });
@@ -49,10 +46,22 @@ export async function prepare(input: ServeInput): Promise<Prepared> {
       '--config',
     );
   }
-  const evaluator = (await createSandboxEvaluator(expressionOptionsFromEnv(input.env))) as TrustedEvaluator;
+  let sandboxOptions;
   try {
-    const render = evaluator.renderTrusted ? evaluator.renderTrusted.bind(evaluator) : undefined;
-    const configuration = await loadConfiguration({ file, env: input.env, cwd: input.cwd, render } as Parameters<typeof loadConfiguration>[0]);
+    sandboxOptions = expressionOptionsFromEnv(input.env);
+  } catch (e) {
+    // e.g. "CONFIGU_EXPRESSION_TIMEOUT_MS must be an integer from 1 to 60000 (got "x")"
+    const message = (e as Error).message;
+    throw new ConfigurationError(`environment variable ${message}`, undefined, /^(\S+)/.exec(message)?.[1]);
+  }
+  const evaluator: ExpressionEvaluator = createSandboxEvaluator(sandboxOptions);
+  try {
+    const configuration = await loadConfiguration({
+      file,
+      env: input.env,
+      cwd: input.cwd,
+      render: (template, variables) => evaluator.renderTrusted(template, variables as Record<string, string>),
+    });
     const settings = resolveSettings({
       flags: input.flags,
       env: input.env,

@@ -7,7 +7,7 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
-import { pino } from 'pino';
+import { pino, type Logger } from 'pino';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { buildServer, Lifecycle, settingsWith, type SettingsOverrides } from '../../src/server/index.js';
 import { createStoreRegistry, loadConfiguration, type StoreRegistry } from '../../src/config/index.js';
@@ -21,10 +21,10 @@ let dir: string;
 let registry: StoreRegistry;
 let evaluator: ExpressionEvaluator;
 const apps: FastifyInstance[] = [];
-const silent = pino({ level: 'silent' });
+const silent = pino({ level: 'silent' }) as unknown as Logger;
 
 /** Captured JSON log lines of an app. */
-function captureLogger(): { logger: ReturnType<typeof pino>; lines: () => Array<Record<string, any>>; raw: () => string } {
+function captureLogger(): { logger: Logger; lines: () => Array<Record<string, any>>; raw: () => string } {
   let raw = '';
   const stream = new Writable({
     write(chunk, _enc, cb) {
@@ -32,7 +32,7 @@ function captureLogger(): { logger: ReturnType<typeof pino>; lines: () => Array<
       cb();
     },
   });
-  const logger = pino({ level: 'info', redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' } }, stream);
+  const logger = pino({ level: 'info', redact: { paths: ['req.headers.authorization', 'headers.authorization'], censor: '[redacted]' } }, stream) as unknown as Logger;
   return { logger, raw: () => raw, lines: () => raw.split('\n').filter(Boolean).map((l) => JSON.parse(l)) };
 }
 
@@ -439,7 +439,8 @@ describe('auth', () => {
   test('on: 401 with WWW-Authenticate without or with a wrong key; 200 with a right one; health stays open', async () => {
     const a = await app({ auth: { enabled: true, presharedKeys: ['another-key-abcdef', KEY] } });
     const body = [{ schema: { keys: { GREETING: {} } } }];
-    for (const headers of [{}, { authorization: 'Bearer wrong-key-000000' }, { authorization: KEY }, { authorization: `Basic ${KEY}` }, { authorization: `Bearer ${KEY}x` }]) {
+    const wrong: Array<Record<string, string>> = [{}, { authorization: 'Bearer wrong-key-000000' }, { authorization: KEY }, { authorization: `Basic ${KEY}` }, { authorization: `Bearer ${KEY}x` }];
+    for (const headers of wrong) {
       const r = await exportReq(a, body, headers);
       const p = problemOf(r, 401);
       assert.equal(r.headers['www-authenticate'], 'Bearer realm="cfgu"');
