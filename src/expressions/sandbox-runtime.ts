@@ -51,17 +51,50 @@ const addFormatsFn = ((addFormats as unknown as { default?: unknown }).default ?
 const ajv = new AjvClass({ allErrors: true, strict: false, validateFormats: true });
 addFormatsFn(ajv);
 
+type CompiledSchema = ((data: unknown) => boolean) & { errors?: unknown };
+/**
+ * Compiled validators by the schema's JSON text (bounded, least recently used evicted first). A compiled validator
+ * depends only on that text and is never reachable from expressions, so reusing it across jobs carries no state.
+ * Schemas with `$id` (which Ajv registers by id) or `$async` are compiled every time and removed again.
+ */
+const compiledSchemas = new MapCtor<string, CompiledSchema>();
+const SCHEMA_CACHE_LIMIT = 500;
+
+function compileJsonSchema(schema: object | boolean): CompiledSchema {
+  let text: string | undefined;
+  try {
+    text = JSON.stringify(schema);
+  } catch {
+    text = undefined;
+  }
+  const cacheable = text !== undefined && !text.includes('"$id"') && !text.includes('"$async"');
+  if (cacheable) {
+    const hit = compiledSchemas.get(text!);
+    if (hit) {
+      compiledSchemas.delete(text!);
+      compiledSchemas.set(text!, hit);
+      return hit;
+    }
+  }
+  try {
+    const validate = ajv.compile(schema);
+    if (cacheable) {
+      compiledSchemas.set(text!, validate);
+      if (compiledSchemas.size > SCHEMA_CACHE_LIMIT) compiledSchemas.delete(compiledSchemas.keys().next().value!);
+    }
+    return validate;
+  } finally {
+    ajv.removeSchema();
+  }
+}
+
 function validateJsonSchema(schema: unknown, data: unknown): true {
   if (typeof schema !== 'boolean' && (schema === null || typeof schema !== 'object')) {
     throw new TypeError('JSONSchema.validate(schema, data): the schema must be an object or a boolean');
   }
-  try {
-    const validate = ajv.compile(schema as object | boolean);
-    if (validate(data)) return true;
-    throw new Error(ajv.errorsText(validate.errors, { dataVar: 'data' }));
-  } finally {
-    ajv.removeSchema();
-  }
+  const validate = compileJsonSchema(schema as object | boolean);
+  if (validate(data)) return true;
+  throw new Error(ajv.errorsText(validate.errors, { dataVar: 'data' }));
 }
 const JSONSchema = { validate: validateJsonSchema };
 

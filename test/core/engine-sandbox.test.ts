@@ -1,0 +1,82 @@
+/** The engine running on the real sandbox (not the host-realm test evaluator). */
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { exportPipeline, ValidationError, type EvalFailure, type EvalCommandInput } from '../../src/core/index.js';
+import { createSandboxEvaluator } from '../../src/expressions/index.js';
+import { MemoryStore, MemoryResolver } from '../helpers/engine.js';
+
+const expressions = createSandboxEvaluator({ workers: 2, timeoutMs: 200 });
+after(() => expressions.close());
+const stores = new MemoryResolver(
+  [new MemoryStore('main', 'json-file', [{ set: 'prod', key: 'HOST', value: 'db.example.com' }, { set: '', key: 'PORT', value: '5432' }])],
+  'main',
+);
+const deps = { stores, expressions };
+
+async function failuresOf(commands: EvalCommandInput[]): Promise<EvalFailure[]> {
+  try {
+    await exportPipeline(commands, deps);
+  } catch (e) {
+    assert.ok(e instanceof ValidationError, String(e));
+    return e.failures;
+  }
+  assert.fail('evaluation succeeded');
+}
+
+test('consts, tests and library globals evaluate in the sandbox', async () => {
+  const { configs } = await exportPipeline(
+    [
+      {
+        set: 'prod',
+        schema: {
+          keys: {
+            HOST: { test: ['validator.isFQDN($.value)', '_.isString($.value)', 'z.string().min(3).parse($.value) && true'] },
+            PORT: { test: 'expect($.value).to.be.a("number") || true', schema: { type: 'integer', maximum: 65535 } },
+            URL: { const: 'postgres://{{ $.configs.HOST.value }}:<% $.configs.PORT.value + 1 %>/{{ $.input.set.path }}' },
+            KIND: { const: '{{ $.input.store.type }}' },
+          },
+        },
+      },
+    ],
+    deps,
+  );
+  assert.deepEqual(configs, { HOST: 'db.example.com', PORT: 5432, URL: 'postgres://db.example.com:5433/prod', KIND: 'json-file' });
+});
+
+test('schema validation in the sandbox: the same schema twice (cached compile), right answers both times', async () => {
+  const schema = { keys: { N: { schema: { type: 'integer', minimum: 10 } } } };
+  assert.deepEqual((await exportPipeline([{ schema, configs: { N: 12 } }], deps)).configs, { N: 12 });
+  assert.deepEqual(await failuresOf([{ schema, configs: { N: 3 } }]), [
+    { command: 0, key: 'N', rule: 'schema', message: 'the value of key "N" does not match its `schema`: data must be >= 10' },
+  ]);
+  assert.deepEqual((await exportPipeline([{ schema, configs: { N: 10 } }], deps)).configs, { N: 10 });
+});
+
+test('a catastrophic-backtracking pattern is stopped by the time limit, not the event loop', async () => {
+  let ticks = 0;
+  const timer = setInterval(() => ticks++, 5);
+  const failures = await failuresOf([{ schema: { keys: { P: { pattern: '^(a+)+$' } } }, configs: { P: `${'a'.repeat(40)}!` } }]);
+  clearInterval(timer);
+  assert.deepEqual(failures, [
+    { command: 0, key: 'P', rule: 'pattern', message: 'the `pattern` check of key "P" failed: exceeded the time limit of 200 ms' },
+  ]);
+  assert.ok(ticks >= 10, `the event loop kept running (${ticks} ticks)`);
+  // The sandbox still answers afterwards.
+  assert.deepEqual((await exportPipeline([{ schema: { keys: { P: { pattern: '^a+$' } } }, configs: { P: 'aaa' } }], deps)).configs, { P: 'aaa' });
+});
+
+test('an expression reaching for the host gets a failure, not the host', async () => {
+  const failures = await failuresOf([
+    { schema: { keys: { X: { const: "{{ ({}).constructor.constructor('return process')().pid }}" }, Y: { default: 1, test: 'typeof require === "function"' } } } },
+  ]);
+  assert.equal(failures.length, 2);
+  assert.equal(failures[0]!.rule, 'const');
+  assert.match(failures[0]!.message, /^`const` of key "X" failed: .*process is not defined/);
+  assert.deepEqual(failures[1], { command: 0, key: 'Y', rule: 'test', message: 'the value of key "Y" failed the test typeof require === "function"' });
+});
+
+test('an endless loop in a test is a 422-class failure naming the limit', async () => {
+  assert.deepEqual(await failuresOf([{ schema: { keys: { S: { default: 'x', test: '(() => { while (true) {} })()' } } } }]), [
+    { command: 0, key: 'S', rule: 'test', message: 'the test (() => { while (true) {} })() of key "S" failed: exceeded the time limit of 200 ms' },
+  ]);
+});
