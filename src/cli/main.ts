@@ -3,6 +3,9 @@
  * one-line summary and a function from its arguments to an exit code. Add a sub-command by adding a row.
  */
 import { serveCommand } from './serve.js';
+import { evalCommand } from './commands/eval.js';
+import { exportCommand } from './commands/export.js';
+import { upsertCommand } from './commands/upsert.js';
 
 export interface SubCommand {
   summary: string;
@@ -13,6 +16,9 @@ export interface SubCommand {
 
 export const commands: Record<string, SubCommand> = {
   serve: { summary: 'run the configuration proxy server', run: serveCommand, exitWhenDone: true },
+  upsert: { summary: 'validate values and write them to a store', run: upsertCommand, exitWhenDone: true },
+  eval: { summary: 'evaluate a schema against a store and print the result (JSON)', run: evalCommand, exitWhenDone: true },
+  export: { summary: 'export an eval result from standard input (json, dotenv, yaml, ...)', run: exportCommand, exitWhenDone: true },
 };
 
 function usage(): string {
