@@ -70,6 +70,7 @@ function collect(child: ChildProcess, options: RunOptions): Promise<Ran> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
+      if (groups.has(child.pid!)) killGroup(child.pid!);
       reject(new Error(`timed out after ${options.timeoutMs ?? 30_000} ms\nstdout: ${stdout}\nstderr: ${stderr}`));
     }, options.timeoutMs ?? 30_000);
     child.on('error', reject);
@@ -107,13 +108,27 @@ function shim(): string {
 export function sh(script: string, options: RunOptions): Promise<Ran> {
   const env = childEnv(options.env);
   env.PATH = `${shim()}:${env.PATH ?? ''}`;
-  const child = spawn('bash', ['-c', `set -o pipefail\n${script}`], { cwd: options.cwd, env, stdio: 'pipe' });
-  return collect(child, options);
+  // Its own process group, so a timeout or killChildren() also stops what the script started in the background.
+  const child = spawn('bash', ['-c', `set -o pipefail\n${script}`], { cwd: options.cwd, env, stdio: 'pipe', detached: true });
+  groups.add(child.pid!);
+  return collect(child, options).finally(() => killGroup(child.pid!));
+}
+
+const groups = new Set<number>();
+
+function killGroup(pid: number): void {
+  groups.delete(pid);
+  try {
+    process.kill(-pid, 'SIGKILL');
+  } catch {
+    /* already gone */
+  }
 }
 
 export function killChildren(): void {
   for (const c of children) c.kill('SIGKILL');
   children.clear();
+  for (const pid of [...groups]) killGroup(pid);
 }
 
 /** A project folder: a json-file store `main` (data.json) and a `.configu`, plus the given files. */
