@@ -86,11 +86,23 @@ type ChildProc = ChildProcessByStdio<Writable, Readable, Readable>;
 interface Worker {
   proc: ChildProc;
   ready: boolean;
-  job: Pending | undefined;
+  /**
+   * Jobs written to this child and not yet answered, oldest first. The child answers strictly in order, so the head
+   * is the one running; the others wait in the pipe. If the child dies, only the head failed; the rest go back to
+   * the front of the queue for another child.
+   */
+  inflight: Pending[];
   watchdog: NodeJS.Timeout | undefined;
   killedForTime: boolean;
   buffer: string;
 }
+
+/**
+ * Jobs written ahead to one child. Pipelining removes the idle gap of a round trip between two jobs (measured: with
+ * one job per child at a time, two children topped out near 6,000 jobs/s with the CPUs 30% idle). A runaway job can
+ * delay the ones queued behind it in the same child by at most the time limit.
+ */
+const PIPELINE_DEPTH = 4;
 
 const MAX_START_FAILURES = 3;
 
@@ -169,11 +181,7 @@ class SandboxPool implements SandboxEvaluator {
     for (const w of this.readyWaiters.splice(0)) w.reject(error);
     const exits: Promise<void>[] = [];
     for (const w of this.workers) {
-      if (w.job) {
-        const job = w.job;
-        w.job = undefined;
-        job.reject(error);
-      }
+      for (const job of w.inflight.splice(0)) job.reject(error);
       if (w.watchdog) clearTimeout(w.watchdog);
       exits.push(
         new Promise<void>((resolve) => {
@@ -226,7 +234,7 @@ class SandboxPool implements SandboxEvaluator {
   private keepAliveTimer: NodeJS.Timeout | undefined;
   private keepAlive(): void {
     let pending = this.queue.length - this.queueHead + this.readyWaiters.length;
-    if (pending === 0) for (const w of this.workers) if (w.job) pending++;
+    if (pending === 0) for (const w of this.workers) pending += w.inflight.length;
     if (pending > 0 && !this.keepAliveTimer && !this.closed) this.keepAliveTimer = setInterval(() => {}, 1 << 30);
     else if ((pending === 0 || this.closed) && this.keepAliveTimer) {
       clearInterval(this.keepAliveTimer);
@@ -240,27 +248,38 @@ class SandboxPool implements SandboxEvaluator {
     return true;
   }
 
+  /** Hand queued jobs to ready children, always to the one with the fewest jobs in flight, up to the depth. */
   private pump(): void {
-    if (this.queueHead >= this.queue.length) return;
-    for (const w of this.workers) {
-      if (!w.ready || w.job) continue;
-      const next = this.queue[this.queueHead];
-      if (!next) break;
+    while (this.queueHead < this.queue.length) {
+      let best: Worker | undefined;
+      for (const w of this.workers) {
+        if (!w.ready || w.inflight.length >= PIPELINE_DEPTH) continue;
+        if (!best || w.inflight.length < best.inflight.length) best = w;
+      }
+      if (!best) return;
+      const next = this.queue[this.queueHead]!;
       this.queue[this.queueHead++] = undefined as unknown as Pending;
       if (this.queueHead > 1024 && this.queueHead * 2 > this.queue.length) {
         this.queue.splice(0, this.queueHead);
         this.queueHead = 0;
       }
-      this.dispatch(w, next);
-      if (this.queueHead >= this.queue.length) break;
+      this.dispatch(best, next);
     }
   }
 
   private dispatch(w: Worker, job: Pending): void {
-    w.job = job;
-    w.killedForTime = false;
+    w.inflight.push(job);
     w.proc.stdin.write(job.line + '\n');
-    // The child enforces the budget itself; the watchdog only catches a child that cannot (stuck native code).
+    if (w.inflight.length === 1) this.armWatchdog(w);
+  }
+
+  /**
+   * The child enforces the budget itself; the watchdog only catches a child that cannot (stuck native code). It
+   * covers the head job, from the moment that job became the head (the child starts it then).
+   */
+  private armWatchdog(w: Worker): void {
+    if (w.watchdog) clearTimeout(w.watchdog);
+    w.killedForTime = false;
     w.watchdog = setTimeout(() => {
       w.killedForTime = true;
       w.proc.kill('SIGKILL');
@@ -274,7 +293,7 @@ class SandboxPool implements SandboxEvaluator {
       env: {},
       windowsHide: true,
     });
-    const w: Worker = { proc, ready: false, job: undefined, watchdog: undefined, killedForTime: false, buffer: '' };
+    const w: Worker = { proc, ready: false, inflight: [], watchdog: undefined, killedForTime: false, buffer: '' };
     this.workers.add(w);
     proc.stdout.setEncoding('utf8');
     // V8 prints its fatal-error report here when an isolate blows up; kept (bounded) for diagnostics only.
@@ -320,11 +339,11 @@ class SandboxPool implements SandboxEvaluator {
       this.keepAlive();
       return;
     }
-    const job = w.job;
+    const job = w.inflight.shift();
     if (!job) return;
-    w.job = undefined;
     if (w.watchdog) clearTimeout(w.watchdog);
     w.watchdog = undefined;
+    if (w.inflight.length) this.armWatchdog(w);
     job.resolve(msg);
     this.pump();
     this.keepAlive();
@@ -333,8 +352,9 @@ class SandboxPool implements SandboxEvaluator {
   private onExit(w: Worker): void {
     if (!this.workers.delete(w)) return;
     if (w.watchdog) clearTimeout(w.watchdog);
-    const job = w.job;
-    w.job = undefined;
+    const [job, ...notStarted] = w.inflight.splice(0);
+    // Jobs still waiting in the dead child's pipe never started: back to the front of the queue, in order.
+    if (notStarted.length) this.queue.splice(this.queueHead, 0, ...notStarted);
     if (!w.ready) this.startFailures++;
     if (job) {
       const response = w.killedForTime

@@ -31,6 +31,9 @@ const seal = runtime.getSync('seal', { reference: true }) as ivm.Reference<() =>
 const sealReport = seal.applySync(undefined, [], { timeout: 30_000 }) as string;
 runtime.release();
 
+/** Set once the isolate was disposed (memory limit): no further job is started. */
+let dying = false;
+
 function reply(line: string, then?: () => void): void {
   process.stdout.write(line + '\n', then);
 }
@@ -57,6 +60,7 @@ function evaluate(line: string): void {
       // The isolate hit its memory limit and was torn down: answer for this job, then let the host start a fresh
       // child (a new isolate needs the whole bundle again anyway).
       const text = JSON.stringify(failureResponse(parseRequest(line), 'memory-limit', memoryLimitMessage(options.memoryMb)));
+      dying = true;
       reply(text, () => process.exit(0));
       return;
     }
@@ -71,6 +75,7 @@ function evaluate(line: string): void {
       reply(partial.applySync(undefined, [kind, text], { timeout: Math.max(50, options.timeoutMs) }) as string);
     } catch {
       if (isolate.isDisposed) {
+        dying = true;
         reply(JSON.stringify(failureResponse(parseRequest(line), 'memory-limit', memoryLimitMessage(options.memoryMb))), () =>
           process.exit(0),
         );
@@ -81,12 +86,14 @@ function evaluate(line: string): void {
   }
 }
 
+// The host pipelines several jobs to a child; they are answered strictly in order, one line each. Once the isolate
+// is gone the child answers nothing more: the host hands the jobs it had queued here to another child.
 let buffer = '';
 process.stdin.setEncoding('utf8');
 process.stdin.on('data', (chunk: string) => {
   buffer += chunk;
   let nl: number;
-  while ((nl = buffer.indexOf('\n')) !== -1) {
+  while (!dying && (nl = buffer.indexOf('\n')) !== -1) {
     const line = buffer.slice(0, nl);
     buffer = buffer.slice(nl + 1);
     if (line) evaluate(line);
