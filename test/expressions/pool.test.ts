@@ -72,6 +72,38 @@ describe('sandbox pool', () => {
     for (const r of results) assert.equal(outcomeOf(r.tests), 'ok');
   });
 
+  it('jobs pipelined behind a memory bomb in the same child are re-queued and succeed', async () => {
+    const single = createSandboxEvaluator({ workers: 1, timeoutMs: 200 });
+    try {
+      await single.ready();
+      const [victim] = single.pids();
+      // One child: all four jobs are written into its pipe at once; the first one kills it.
+      const results = await Promise.all([
+        single.run(oneTest("'x'.repeat(2 ** 28).split('')")),
+        single.run(oneTest('$.value === 8080')),
+        single.run(oneTest('_.isNumber($.value)')),
+        single.run(oneTest('$.key === "PORT"')),
+      ]);
+      assert.deepEqual(outcomeOf(results[0]!.tests), { kind: 'memory-limit', message: 'exceeded the sandbox memory limit of 64 MB' });
+      for (const r of results.slice(1)) assert.equal(outcomeOf(r.tests), 'ok');
+      assert.notDeepEqual(single.pids(), [victim]);
+    } finally {
+      await single.close();
+    }
+  });
+
+  it('jobs pipelined behind a runaway job in the same child still succeed', async () => {
+    const single = createSandboxEvaluator({ workers: 1, timeoutMs: 150 });
+    try {
+      await single.ready();
+      const results = await Promise.all([single.run(oneTest('(() => { while (true) {} })()')), single.run(oneTest('$.value === 8080')), single.run(oneTest('true'))]);
+      assert.deepEqual(outcomeOf(results[0]!.tests), { kind: 'time-limit', message: 'exceeded the time limit of 150 ms' });
+      for (const r of results.slice(1)) assert.equal(outcomeOf(r.tests), 'ok');
+    } finally {
+      await single.close();
+    }
+  });
+
   it('close() rejects later work', async () => {
     const other = createSandboxEvaluator({ workers: 1 });
     await other.ready();
