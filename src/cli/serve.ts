@@ -90,6 +90,8 @@ export async function serveCommand(argv: string[]): Promise<number> {
   // In a cluster, Ctrl-C reaches every process; the primary also forwards SIGTERM. Both paths are idempotent.
   process.once('SIGTERM', () => void r.shutdown('SIGTERM'));
   process.once('SIGINT', () => void r.shutdown('SIGINT'));
+  // A worker whose primary is gone (killed) shuts itself down instead of living on as an orphan.
+  if (isWorker) process.once('disconnect', () => void r.shutdown('primary gone'));
   process.on('unhandledRejection', (reason) => {
     log.error({ err: reason }, 'unhandled rejection');
   });
