@@ -13,12 +13,11 @@ USER node
 COPY --chown=node:node . .
 RUN npm ci
 
-ENV CONFIGU_HTTP_HOST=0.0.0.0 \
-    CONFIGU_HTTP_PORT=8080
+# Listens on 0.0.0.0:8080 by default (CONFIGU_HTTP_HOST / CONFIGU_HTTP_PORT or interface.proxy.http change it).
 EXPOSE 8080
 
 # Liveness needs no key; readiness (/ready) is for the orchestrator's traffic decisions.
-HEALTHCHECK --interval=30s --timeout=3s --start-period=10s CMD curl -fsS "http://127.0.0.1:${CONFIGU_HTTP_PORT}/live" >/dev/null || exit 1
+HEALTHCHECK --interval=30s --timeout=3s --start-period=10s CMD curl -fsS "http://127.0.0.1:${CONFIGU_HTTP_PORT:-8080}/live" >/dev/null || exit 1
 
 # SIGTERM (docker stop) starts a graceful shutdown: /ready turns 503, in-flight requests finish, exit 0 within
 # CONFIGU_SHUTDOWN_GRACE_SECONDS (default 10; keep docker's --time / terminationGracePeriodSeconds above it).
