@@ -182,6 +182,12 @@ describe('cfgu export: filters, templates, files, commands', { concurrency: true
     write(join(dir, 'tmpl', 'hidden.tmpl'), '{{ $.configs.TOKEN === undefined }}');
     const hidden = await exportWith(['--template', 'tmpl/hidden.tmpl']);
     assert.equal(hidden.stdout, 'true');
+    // An expression that throws: exit 1 naming the template; nothing is written.
+    write(join(dir, 'tmpl', 'broken.tmpl'), 'x={{ $.configs.NOPE.value }}');
+    const broken = await exportWith(['--template', 'tmpl/broken.tmpl', '--out', 'tmpl/broken.out']);
+    assert.equal(broken.code, 1);
+    assert.match(broken.stderr, /^cfgu export: --template tmpl\/broken\.tmpl: .*NOPE|undefined.*\n$/);
+    assert.ok(!readdirSync(join(dir, 'tmpl')).includes('broken.out'));
   });
 
   test('--run: the values are in the command\'s environment; its exit code is passed through', async () => {

@@ -80,3 +80,36 @@ describe('-k/-v pairing', () => {
     assert.throws(() => collectValues([opt('kv', 'A=1'), opt('kv', 'A=2')]), /key "A" is given twice \(--kv\)/);
   });
 });
+
+describe('the binary under a terminal', () => {
+  test('a slow store shows the spinner on standard error (a TTY); nothing without a TTY', async (t) => {
+    const { spawnSync } = await import('node:child_process');
+    if (spawnSync('script', ['--version']).status !== 0) {
+      t.skip('util-linux `script` is not installed: no pseudo-terminal to test with');
+      return;
+    }
+    const { createServer } = await import('node:net');
+    const { cfgu, sh, project, removeTempDirs, killChildren } = await import('./helpers.js');
+    // A "database" that accepts connections and never answers.
+    const silent = createServer(() => undefined);
+    await new Promise<void>((r) => silent.listen(0, '127.0.0.1', () => r()));
+    const port = (silent.address() as { port: number }).port;
+    try {
+      const dir = project(
+        { 'a.cfgu.json': { keys: { A: {} } } },
+        { stores: { pg: { type: 'postgres', configuration: { host: '127.0.0.1', port, username: 'x', database: 'y', timeoutMs: 1600 } } } },
+      );
+      const tty = await sh(`script -qec "cfgu eval --schema a.cfgu.json" /dev/null`, { cwd: dir });
+      assert.equal(tty.code, 1);
+      assert.match(tty.stdout, /\r\x1b\[2K. connecting to store "pg"… 1s/);
+      assert.match(tty.stdout, /\r\x1b\[2Kcfgu eval: store "pg" is unavailable: /);
+      const plain = await cfgu(['eval', '--schema', 'a.cfgu.json'], { cwd: dir });
+      assert.equal(plain.code, 1);
+      assert.match(plain.stderr, /^cfgu eval: store "pg" is unavailable: [^\r\x1b]*\n$/);
+    } finally {
+      silent.close();
+      killChildren();
+      removeTempDirs();
+    }
+  });
+});
