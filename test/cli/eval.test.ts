@@ -266,6 +266,18 @@ describe('cfgu eval: failures and diagnostics', { concurrency: true }, () => {
     for (const command of ['eval', 'upsert', 'export']) assert.match(top.stdout, new RegExp(`\\n {2}${command} +\\S`));
   });
 
+  test('.configu is rendered with the environment: bare names on the host, expressions in the sandbox', async () => {
+    const dir = project({ 'a.cfgu.json': { keys: { A: {} } }, 'd.json': [{ set: '', key: 'A', value: 'rendered' }] });
+    write(join(dir, '.configu'), { stores: { main: { type: 'json-file', configuration: { path: '{{ DATA_FILE }}' } } } });
+    const bare = await cfgu(['eval', '--schema', 'a.cfgu.json'], { cwd: dir, env: { DATA_FILE: 'd.json' } });
+    assert.equal(bare.code, 0, bare.stderr);
+    assert.equal(JSON.parse(bare.stdout).A.value, 'rendered');
+    write(join(dir, '.configu'), { stores: { main: { type: 'json-file', configuration: { path: "{{ (DATA_FILE || 'x').toLowerCase() }}" } } } });
+    const expr = await cfgu(['eval', '--schema', 'a.cfgu.json'], { cwd: dir, env: { DATA_FILE: 'D.JSON' } });
+    assert.equal(expr.code, 0, expr.stderr);
+    assert.equal(JSON.parse(expr.stdout).A.value, 'rendered');
+  });
+
   test('--config PATH and CONFIGU_CONFIG pick the .configu; otherwise it is found walking up', async () => {
     const dir = project({ 'a.cfgu.json': { keys: { A: {} } }, 'data.json': [{ set: '', key: 'A', value: 'from-main' }] });
     write(join(dir, 'alt', 'alt.configu'), { stores: { alt: { type: 'json-file', configuration: { path: 'alt.json' } } } });
