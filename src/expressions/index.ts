@@ -192,7 +192,14 @@ class SandboxPool implements SandboxEvaluator {
         }),
       );
     }
-    await Promise.all(exits);
+    // The children and their pipes are unref'd: hold the event loop open until every child has really exited, so a
+    // caller that awaits close() (e.g. the CLI, before it sets its exit code) is not cut short.
+    const hold = setInterval(() => {}, 1 << 30);
+    try {
+      await Promise.all(exits);
+    } finally {
+      clearInterval(hold);
+    }
     this.workers.clear();
     this.keepAlive();
   }
