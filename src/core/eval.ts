@@ -16,7 +16,7 @@ import {
   type FailureRule,
   type InputIssue,
 } from './errors.js';
-import { parseSet, keyProblem, truncate, type ParsedSet } from './names.js';
+import { parseSet, keyProblem, setOwn, truncate, type ParsedSet } from './names.js';
 import { prepareSchema, stringifyValue, type PreparedKey, type PreparedSchema } from './schema.js';
 import { coerceValue, declaredTypeOf } from './coerce.js';
 import type { Cfgu, EvalCommandInput, EvalResult, EvaluatedConfig, PipelineOutcome } from './types.js';
@@ -142,7 +142,7 @@ function evaluateValues(
   const { schema, set, overrides, index } = command;
   const current: Record<string, EvaluatedConfig> = {};
   // 1. empty
-  for (const p of schema.keys) current[p.key] = { key: p.key, value: '', origin: 'empty', cfgu: p.cfgu, set: set.path };
+  for (const p of schema.keys) setOwn(current, p.key, { key: p.key, value: '', origin: 'empty', cfgu: p.cfgu, set: set.path });
   // 2. store: the deepest set of the hierarchy holding a non-empty value wins.
   if (stored.length) {
     const depth = new Map<string, number>();
@@ -198,11 +198,10 @@ function evaluateValues(
   const merged: EvalResult = {};
   for (const key of Object.keys(pipe)) {
     const piped = pipe[key]!;
-    const mine = current[key];
-    if (!mine) merged[key] = piped;
-    else merged[key] = pipeWinner(piped, mine);
+    const mine = Object.prototype.hasOwnProperty.call(current, key) ? current[key] : undefined;
+    setOwn(merged, key, mine ? pipeWinner(piped, mine) : piped);
   }
-  for (const key of Object.keys(current)) if (!(key in merged)) merged[key] = current[key]!;
+  for (const key of Object.keys(current)) if (!Object.prototype.hasOwnProperty.call(merged, key)) setOwn(merged, key, current[key]!);
   return merged;
 }
 
@@ -319,7 +318,7 @@ async function computeAndValidate(
   if (consts.length || tests.length) {
     if (!deps.expressions) throw new SandboxUnavailableError('this schema uses expressions, but no expression evaluator is configured');
     const configs: Record<string, ConfigView> = {};
-    for (const key of Object.keys(result)) configs[key] = viewOf(result[key]!);
+    for (const key of Object.keys(result)) setOwn(configs, key, viewOf(result[key]!));
     const job: ExpressionJob = {
       input: {
         store: { type: command.store?.type ?? '' },
@@ -438,7 +437,7 @@ export async function upsert(input: UpsertInput): Promise<{ changes: UpsertChang
       failures.push({ command: 0, key, rule: 'const', message: `key "${key}" is computed by \`const\` and cannot be stored` });
     } else if (p.isLazy) {
       failures.push({ command: 0, key, rule: 'lazy', message: `key "${key}" is \`lazy\`: its value only comes from overrides and is never stored` });
-    } else assigned[key] = text;
+    } else setOwn(assigned, key, text);
   }
   const keys = Object.keys(assigned);
   // Current values at exactly this set (to write only what changed), and in the hierarchy (context for tests).
@@ -457,7 +456,7 @@ export async function upsert(input: UpsertInput): Promise<{ changes: UpsertChang
   };
   const result = evaluateValues(command, stored, undefined, failures);
   // A deleted key is empty at this set whatever the ancestors hold.
-  for (const k of keys) if (assigned[k] === '') result[k] = { ...result[k]!, value: '', origin: 'empty' };
+  for (const k of keys) if (assigned[k] === '') setOwn(result, k, { ...result[k]!, value: '', origin: 'empty' });
   await computeAndValidate(command, result, { expressions: input.expressions }, failures, {
     only: new Set(keys.filter((k) => assigned[k] !== '')),
     required: false,

@@ -1,5 +1,6 @@
 /** The export: hidden keys left out, every value coerced (semantics.md, "The pipeline and the export"). */
 import { coerceValue, declaredTypeOf } from './coerce.js';
+import { setOwn } from './names.js';
 import { evaluatePipeline, type EngineDeps, type PipelineOptions } from './eval.js';
 import type { EvalCommandInput, EvalResult, ExportedConfigs } from './types.js';
 
@@ -8,7 +9,7 @@ export function exportResult(result: EvalResult): ExportedConfigs {
   for (const key of Object.keys(result)) {
     const e = result[key]!;
     if (e.cfgu.hidden === true) continue;
-    out[key] = coerceValue(e.value, declaredTypeOf(e.cfgu));
+    setOwn(out, key, coerceValue(e.value, declaredTypeOf(e.cfgu)));
   }
   return out;
 }

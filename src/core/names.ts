@@ -55,3 +55,12 @@ export function parseSet(input: string): ParsedSet | { problem: string } {
 export function truncate(text: string, max = 64): string {
   return text.length > max ? `${text.slice(0, max)}…` : text;
 }
+
+/**
+ * Set a property named by a user as an own, enumerable property. `__proto__` matches the ConfigKey pattern; plain
+ * assignment would set the object's prototype instead and the key would vanish.
+ */
+export function setOwn<T>(target: Record<string, T>, key: string, value: T): void {
+  if (key === '__proto__') Object.defineProperty(target, key, { value, enumerable: true, writable: true, configurable: true });
+  else target[key] = value;
+}

@@ -15,7 +15,7 @@ import type { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { SandboxUnavailableError } from '../core/errors.js';
 import { ExpressionError } from './errors.js';
-import { failureResponse, memoryLimitMessage, timeLimitMessage, type SandboxRequest, type SandboxResponse } from './protocol.js';
+import { encodeJob, failureResponse, memoryLimitMessage, timeLimitMessage, type SandboxRequest, type SandboxResponse } from './protocol.js';
 import type { ExpressionEvaluator, ExpressionJob, ExpressionResult } from './types.js';
 
 export * from './types.js';
@@ -139,10 +139,11 @@ class SandboxPool implements SandboxEvaluator {
   // -------------------------------------------------------------------------------------------------------------
 
   async run(job: ExpressionJob): Promise<ExpressionResult> {
-    const response = await this.submit({ t: 'job', job });
+    const request = { t: 'job' as const, job: encodeJob(job) };
+    const response = await this.submit(request);
     if (response.t === 'job') return response.result;
     // A request-level failure (malformed job): every item fails with it.
-    const failed = failureResponse({ t: 'job', job }, response.ok ? 'error' : response.kind, response.ok ? 'unexpected answer' : response.message);
+    const failed = failureResponse(request, response.ok ? 'error' : response.kind, response.ok ? 'unexpected answer' : response.message);
     return (failed as { t: 'job'; result: ExpressionResult }).result;
   }
 

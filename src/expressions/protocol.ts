@@ -3,10 +3,42 @@
  * child, one response line comes back (JSON, one object per line). Pure: imports only types, so the isolate bundle and
  * the host share it.
  */
-import type { ConstOutcome, ExpressionFailureKind, ExpressionJob, ExpressionResult, TestOutcome } from './types.js';
+import type { ConfigView, ConstOutcome, ExpressionFailureKind, ExpressionJob, ExpressionResult, TestOutcome } from './types.js';
+
+/**
+ * One config on the wire: the stored string and the origin, plus the Cfgu only when it is not the command's own
+ * declaration of that key (`input.schema.keys[key]`, the common case). The coerced `value` and the `labels` are
+ * derived again inside the sandbox with the same functions the host uses (coerceValue, the label rule), so they are
+ * never sent. This keeps a job small: a 100-key job went from 14 KB to a third of that.
+ */
+export type WireConfig = [storedValue: string, origin: ConfigView['origin'], cfgu?: Record<string, unknown>];
+
+export interface WireJob {
+  input: ExpressionJob['input'];
+  configs: Record<string, WireConfig>;
+  consts: ExpressionJob['consts'];
+  tests: ExpressionJob['tests'];
+}
+
+/** Encode a job for the wire (see WireConfig). Keys may be any ConfigKey, `__proto__` included: no prototype. */
+export function encodeJob(job: ExpressionJob): WireJob {
+  const declared = job.input.schema.keys;
+  const configs: Record<string, WireConfig> = Object.create(null);
+  for (const key of Object.keys(job.configs)) {
+    const v = job.configs[key]!;
+    configs[key] = Object.prototype.hasOwnProperty.call(declared, key) && v.cfgu === declared[key] ? [v.storedValue, v.origin] : [v.storedValue, v.origin, v.cfgu];
+  }
+  return { input: job.input, configs, consts: job.consts, tests: job.tests };
+}
+
+/** `$.labels`: always an array. */
+export function labelsOf(cfgu: Record<string, unknown>): string[] {
+  const label = cfgu.label;
+  return label === undefined ? [] : Array.isArray(label) ? (label as string[]) : [label as string];
+}
 
 export type SandboxRequest =
-  | { t: 'job'; job: ExpressionJob }
+  | { t: 'job'; job: WireJob }
   | { t: 'template'; template: string; context: unknown }
   | { t: 'bool'; expression: string; context: unknown }
   | { t: 'trusted'; template: string; variables: Record<string, string> };

@@ -16,7 +16,7 @@ import Ajv from 'ajv';
 import addFormats from 'ajv-formats';
 import { parseTemplate, stringifyTemplateValue } from './template.js';
 import { coerceValue, declaredTypeOf } from '../core/coerce.js';
-import { IMPORT_MESSAGE, failureResponse, type SandboxRequest, type SandboxResponse } from './protocol.js';
+import { IMPORT_MESSAGE, failureResponse, labelsOf, type SandboxRequest, type SandboxResponse, type WireJob } from './protocol.js';
 import type { ConfigView, ConstOutcome, ExpressionFailureKind, ExpressionJob, TestOutcome } from './types.js';
 
 // Intrinsics captured before any expression runs (and frozen by seal() anyway).
@@ -248,9 +248,15 @@ let progress:
   | { request: SandboxRequest; consts: ConstOutcome[]; tests: TestOutcome[]; testsDone: number; response: string | undefined }
   | undefined;
 
-function runJob(job: ExpressionJob): SandboxResponse {
+function runJob(job: WireJob): SandboxResponse {
+  // Decode the wire form (protocol.ts): value and labels are derived here exactly as the host derives them.
+  const declared = job.input.schema.keys as Record<string, Record<string, unknown>>;
   const configs: Record<string, ConfigView> = O.create(null);
-  for (const key of O.keys(job.configs ?? {})) configs[key] = job.configs[key]!;
+  for (const key of O.keys(job.configs ?? {})) {
+    const [storedValue, origin, sent] = job.configs[key]!;
+    const cfgu = sent ?? (O.prototype.hasOwnProperty.call(declared, key) ? declared[key]! : {});
+    configs[key] = { key, storedValue, value: coerceValue(storedValue, declaredTypeOf(cfgu)), origin, cfgu, labels: labelsOf(cfgu) };
+  }
   const p = progress!;
   for (const c of job.consts) {
     const rendered = render(c.template, contextFor(c.key, configs, job.input));

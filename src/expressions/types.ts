@@ -3,7 +3,11 @@
  * interface; the implementation runs every expression inside the sandbox.
  */
 
-/** What `$.configs.<KEY>` (and `$` itself for the key under evaluation) holds. */
+/**
+ * What `$.configs.<KEY>` (and `$` itself for the key under evaluation) holds. `value` and `labels` are functions of
+ * `storedValue` and `cfgu` (coerceValue with the Cfgu's `schema.type`; `label` as an array): the sandbox derives
+ * them again on its side rather than receiving them (see WireConfig in protocol.ts).
+ */
 export interface ConfigView {
   key: string;
   /** The stored (raw) string. Exposed as `$.storedValue`. */

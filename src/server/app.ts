@@ -24,7 +24,7 @@ import type { StoreResolver } from '../stores/types.js';
 import type { LoadedConfiguration } from '../config/types.js';
 import { createKeyChecker } from './auth.js';
 import { Lifecycle } from './lifecycle.js';
-import { httpProblem, problem, PROBLEM_CONTENT_TYPE, PROBLEM_TYPES, toProblem, type Problem } from './problem.js';
+import { FORBIDDEN_PROPERTY, httpProblem, problem, PROBLEM_CONTENT_TYPE, PROBLEM_TYPES, toProblem, type Problem } from './problem.js';
 import {
   cfguSchema,
   evalCommandSchema,
@@ -131,7 +131,23 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   // JSON only: drop the built-in text/plain parser so anything but JSON is 415. The default JSON parser keeps its
   // prototype-poisoning protection.
   app.removeAllContentTypeParsers();
-  const jsonParser = app.getDefaultJsonParser('error', 'error');
+  const defaultJsonParser = app.getDefaultJsonParser('error', 'error');
+  // Fastify reports every parser failure as "invalid JSON". When the text is valid JSON after all, the failure was the
+  // prototype-poisoning guard (`__proto__`, `constructor.prototype`): say so (only this error path pays the re-parse).
+  const jsonParser: typeof defaultJsonParser = (request, body, done) =>
+    defaultJsonParser(request, body, (error, value) => {
+      if (error && typeof body === 'string') {
+        let validJson = false;
+        try {
+          JSON.parse(body);
+          validJson = true;
+        } catch {
+          /* really malformed */
+        }
+        if (validJson) return done(Object.assign(new Error('forbidden prototype property'), { statusCode: 400, code: FORBIDDEN_PROPERTY }), undefined);
+      }
+      done(error, value);
+    });
   app.addContentTypeParser('application/json', { parseAs: 'string' }, jsonParser);
   app.addContentTypeParser(/^application\/[a-z0-9.+-]+\+json\s*(;|$)/i, { parseAs: 'string' }, jsonParser);
 

@@ -186,8 +186,15 @@ export function toProblem(err: unknown, requestId: string): ProblemReply {
       default:
         break;
     }
-    // Errors of the JSON parser (SyntaxError, prototype poisoning) carry a 400 status; their messages may quote the
-    // body, so none of it is echoed.
+    // Prototype-poisoning protection of the JSON parser: a `__proto__` property (or `constructor.prototype`) is
+    // refused, even though `__proto__` matches the ConfigKey pattern.
+    if (fe.code === FORBIDDEN_PROPERTY) {
+      return {
+        problem: problem(400, T.invalidRequest, 'Invalid Request', 'the request body contains a `__proto__` or `constructor.prototype` property, which the server refuses'),
+      };
+    }
+    // Other errors of the JSON parser (SyntaxError) carry a 400 status; their messages may quote the body, so none of
+    // it is echoed.
     if (fe.statusCode === 400 || (err instanceof SyntaxError)) {
       return { problem: problem(400, T.invalidRequest, 'Invalid Request', 'the request body is not valid JSON') };
     }
@@ -206,3 +213,6 @@ export function toProblem(err: unknown, requestId: string): ProblemReply {
     log: 'error',
   };
 }
+
+/** Error code of a JSON body refused by the prototype-poisoning guard (set by the JSON parser in app.ts). */
+export const FORBIDDEN_PROPERTY = 'CFGU_FORBIDDEN_PROPERTY';

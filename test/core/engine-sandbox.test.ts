@@ -80,3 +80,18 @@ test('an endless loop in a test is a 422-class failure naming the limit', async 
     { command: 0, key: 'S', rule: 'test', message: 'the test (() => { while (true) {} })() of key "S" failed: exceeded the time limit of 200 ms' },
   ]);
 });
+
+test('keys named __proto__, constructor and toString are ordinary keys (store, override, pipe, const, export)', async () => {
+  const protoStores = new MemoryResolver([new MemoryStore('m', 'in-memory', [{ set: '', key: '__proto__', value: 'stored' }])], 'm');
+  // Parsed from JSON text, as a request body is: `__proto__` is an own property there.
+  const body = JSON.parse(
+    '[{"schema":{"keys":{"__proto__":{"test":"$.value === \\"stored\\""},"constructor":{"default":"c"}}}},' +
+      '{"schema":{"keys":{"toString":{"const":"{{ $.configs.__proto__.value }}-{{ $.configs.constructor.value }}"}}},"configs":{}}]',
+  );
+  const { configs } = await exportPipeline(body, { stores: protoStores, expressions });
+  assert.deepEqual(Object.keys(configs), ['__proto__', 'constructor', 'toString']);
+  assert.equal(Object.getPrototypeOf(configs), Object.prototype);
+  assert.equal(JSON.stringify(configs), '{"__proto__":"stored","constructor":"c","toString":"stored-c"}');
+  const overridden = await exportPipeline(JSON.parse('[{"schema":{"keys":{"__proto__":{}}},"configs":{"__proto__":"over"}}]'), { stores: protoStores, expressions });
+  assert.equal(JSON.stringify(overridden.configs), '{"__proto__":"over"}');
+});

@@ -11,7 +11,7 @@ export function view(key: string, storedValue: string, value: unknown, extra: Pa
 }
 
 export const CONFIGS: Record<string, ConfigView> = {
-  PORT: view('PORT', '8080', 8080, { cfgu: { schema: { type: 'number' } }, labels: ['net'] }),
+  PORT: view('PORT', '8080', 8080, { cfgu: { schema: { type: 'number' }, label: 'net' }, labels: ['net'] }),
   HOST: view('HOST', 'db.example.com', 'db.example.com'),
 };
 

@@ -223,6 +223,19 @@ describe('error table', () => {
     assert.equal(p.detail, 'the request body is not valid JSON');
   });
 
+  test('400: a __proto__ property (prototype-poisoning protection), with a detail that says so', async () => {
+    const a = await app();
+    const r = await a.inject({
+      method: 'POST',
+      url: '/export',
+      headers: { 'content-type': 'application/json' },
+      payload: '[{"schema":{"keys":{"__proto__":{"default":"x"}}}}]',
+    });
+    const p = problemOf(r, 400);
+    assert.equal(p.type, 'urn:cfgu:problem:invalid-request');
+    assert.equal(p.detail, 'the request body contains a `__proto__` or `constructor.prototype` property, which the server refuses');
+  });
+
   test('400: empty body, not an array, an empty array, unknown properties, a missing schema', async () => {
     const a = await app();
     let r = await a.inject({ method: 'POST', url: '/export', headers: { 'content-type': 'application/json' }, payload: '' });
