@@ -6,7 +6,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { exportPipeline, type EvalCommandInput } from '../src/core/index.js';
-import { MemoryStore, MemoryResolver } from '../test/helpers/engine.js';
+import { memoryRegistry } from './stores.js';
 
 const arg = (name: string, fallback: number) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -24,12 +24,12 @@ export function fixtureSchema(n: number) {
   return { keys };
 }
 
-const configs = [];
+const configs: Array<{ set: string; key: string; value: string }> = [];
 for (let i = 0; i < KEYS; i++) {
   const set = i % 3 === 0 ? '' : i % 3 === 1 ? 'prod' : 'prod/eu';
   if (i % 10 !== 0) configs.push({ set, key: `KEY_${i}`, value: i % 10 === 1 ? `v${i}` : String(i * 7) });
 }
-const stores = new MemoryResolver([new MemoryStore('main', 'in-memory', configs)], 'main');
+const stores = await memoryRegistry(configs);
 
 const times: number[] = [];
 for (let r = 0; r < RUNS + 50; r++) {

@@ -7,7 +7,7 @@
 import { performance } from 'node:perf_hooks';
 import { exportPipeline, type EvalCommandInput } from '../src/core/index.js';
 import { createSandboxEvaluator } from '../src/expressions/index.js';
-import { MemoryStore, MemoryResolver } from '../test/helpers/engine.js';
+import { memoryRegistry } from './stores.js';
 
 const runsArg = process.argv.indexOf('--runs');
 const RUNS = runsArg === -1 ? 200 : Number(process.argv[runsArg + 1]);
@@ -24,9 +24,9 @@ function schema(n: number, expressions: boolean) {
   return { keys };
 }
 
-const configs = [];
+const configs: Array<{ set: string; key: string; value: string }> = [];
 for (let i = 0; i < 10000; i++) configs.push({ set: SETS[i % 3]!, key: `K${i}`, value: `v${i}` });
-const stores = new MemoryResolver([new MemoryStore('main', 'in-memory', configs)], 'main');
+const stores = await memoryRegistry(configs);
 const expressions = createSandboxEvaluator({ workers: 1 });
 
 const rows: string[] = ['| keys | no expressions: median ms | with expressions: median ms | expressions in the schema |', '|---|---|---|---|'];
@@ -51,5 +51,6 @@ for (const n of SIZES) {
   rows.push(`| ${n.toLocaleString('en')} | ${cells[0]} | ${cells[1]} | ${count} |`);
 }
 await expressions.close();
+await stores.close();
 console.log('In-process evaluation (engine + sandbox, in-memory store, 3-level set):\n');
 console.log(rows.join('\n'));

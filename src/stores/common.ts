@@ -46,6 +46,22 @@ export function splitWrites(configs: readonly Config[]): { upserts: Config[]; de
 }
 
 /** Keep only the rows that answer one of the queries exactly (SQL collations may compare case-insensitively). */
+/**
+ * Answer a batch from an in-process map of `pairKey -> Config` (exact lookups, so no filtering is needed): the
+ * non-empty configs, each once (duplicate queries answered once), as copies the caller may keep.
+ */
+export function lookUp(data: ReadonlyMap<string, Config>, queries: readonly ConfigQuery[]): Config[] {
+  const out: Config[] = [];
+  const seen = queries.length > 1 ? new Set<Config>() : undefined;
+  for (const q of queries) {
+    const c = data.get(pairKey(q.set, q.key));
+    if (!c || c.value === '' || seen?.has(c)) continue;
+    seen?.add(c);
+    out.push({ set: c.set, key: c.key, value: c.value });
+  }
+  return out;
+}
+
 export function answerFrom(rows: Iterable<Config>, queries: readonly ConfigQuery[]): Config[] {
   const wanted = new Set(queries.map((q) => pairKey(q.set, q.key)));
   const out: Config[] = [];

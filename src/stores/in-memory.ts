@@ -1,5 +1,5 @@
 /** `in-memory`: configs in process memory. For tests and examples; lost when the process ends. */
-import { answerFrom, pairKey, splitWrites } from './common.js';
+import { lookUp, pairKey, splitWrites } from './common.js';
 import type { Config, ConfigQuery, ConfigStore } from './types.js';
 
 export class InMemoryConfigStore implements ConfigStore {
@@ -11,12 +11,7 @@ export class InMemoryConfigStore implements ConfigStore {
   async init(): Promise<void> {}
 
   async get(queries: readonly ConfigQuery[]): Promise<Config[]> {
-    const rows: Config[] = [];
-    for (const q of queries) {
-      const c = this.data.get(pairKey(q.set, q.key));
-      if (c) rows.push(c);
-    }
-    return answerFrom(rows, queries);
+    return lookUp(this.data, queries);
   }
 
   async set(configs: readonly Config[]): Promise<void> {

@@ -23,7 +23,7 @@ import { statSync, watch, type FSWatcher } from 'node:fs';
 import { link, mkdir, open, readdir, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { StoreUnavailableError } from '../core/errors.js';
-import { answerFrom, Mutex, pairKey, reasonOf, splitWrites } from './common.js';
+import { lookUp, Mutex, pairKey, reasonOf, splitWrites } from './common.js';
 import type { Config, ConfigQuery, ConfigStore } from './types.js';
 
 export interface JsonFileStoreOptions {
@@ -134,12 +134,7 @@ export class JsonFileConfigStore implements ConfigStore {
     const pending = this.refresh();
     if (pending) await pending;
     if (this.error) throw this.error;
-    const rows: Config[] = [];
-    for (const q of queries) {
-      const c = this.data.get(pairKey(q.set, q.key));
-      if (c) rows.push(c);
-    }
-    return answerFrom(rows, queries);
+    return lookUp(this.data, queries);
   }
 
   async set(configs: readonly Config[]): Promise<void> {
