@@ -46,15 +46,28 @@ export function splitWrites(configs: readonly Config[]): { upserts: Config[]; de
 }
 
 /** Keep only the rows that answer one of the queries exactly (SQL collations may compare case-insensitively). */
+/** Configs indexed set -> key -> config: a lookup hashes two strings the caller already has, builds none. */
+export type SetIndex = Map<string, Map<string, Config>>;
+
+export function indexBySet(configs: Iterable<Config>): SetIndex {
+  const index: SetIndex = new Map();
+  for (const c of configs) {
+    let keys = index.get(c.set);
+    if (!keys) index.set(c.set, (keys = new Map()));
+    keys.set(c.key, c);
+  }
+  return index;
+}
+
 /**
- * Answer a batch from an in-process map of `pairKey -> Config` (exact lookups, so no filtering is needed): the
- * non-empty configs, each once (duplicate queries answered once), as copies the caller may keep.
+ * Answer a batch from an in-process index (exact lookups, so no filtering is needed): the non-empty configs, each
+ * once (duplicate queries answered once), as copies the caller may keep.
  */
-export function lookUp(data: ReadonlyMap<string, Config>, queries: readonly ConfigQuery[]): Config[] {
+export function lookUp(index: SetIndex, queries: readonly ConfigQuery[]): Config[] {
   const out: Config[] = [];
   const seen = queries.length > 1 ? new Set<Config>() : undefined;
   for (const q of queries) {
-    const c = data.get(pairKey(q.set, q.key));
+    const c = index.get(q.set)?.get(q.key);
     if (!c || c.value === '' || seen?.has(c)) continue;
     seen?.add(c);
     out.push({ set: c.set, key: c.key, value: c.value });

@@ -1,10 +1,10 @@
 /** `in-memory`: configs in process memory. For tests and examples; lost when the process ends. */
-import { lookUp, pairKey, splitWrites } from './common.js';
+import { lookUp, splitWrites, type SetIndex } from './common.js';
 import type { Config, ConfigQuery, ConfigStore } from './types.js';
 
 export class InMemoryConfigStore implements ConfigStore {
   readonly type = 'in-memory';
-  private readonly data = new Map<string, Config>();
+  private readonly data: SetIndex = new Map();
 
   constructor(readonly name = 'in-memory') {}
 
@@ -16,8 +16,12 @@ export class InMemoryConfigStore implements ConfigStore {
 
   async set(configs: readonly Config[]): Promise<void> {
     const { upserts, deletes } = splitWrites(configs);
-    for (const c of deletes) this.data.delete(pairKey(c.set, c.key));
-    for (const c of upserts) this.data.set(pairKey(c.set, c.key), c);
+    for (const c of deletes) this.data.get(c.set)?.delete(c.key);
+    for (const c of upserts) {
+      let keys = this.data.get(c.set);
+      if (!keys) this.data.set(c.set, (keys = new Map()));
+      keys.set(c.key, { set: c.set, key: c.key, value: c.value });
+    }
   }
 
   async close(): Promise<void> {}

@@ -23,7 +23,7 @@ import { statSync, watch, type FSWatcher } from 'node:fs';
 import { link, mkdir, open, readdir, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
 import { StoreUnavailableError } from '../core/errors.js';
-import { lookUp, Mutex, pairKey, reasonOf, splitWrites } from './common.js';
+import { indexBySet, lookUp, Mutex, pairKey, reasonOf, splitWrites, type SetIndex } from './common.js';
 import type { Config, ConfigQuery, ConfigStore } from './types.js';
 
 export interface JsonFileStoreOptions {
@@ -98,7 +98,16 @@ export class JsonFileConfigStore implements ConfigStore {
   private readonly recheckMs: number;
   private readonly useWatch: boolean;
 
-  private data = new Map<string, Config>();
+  private dataMap = new Map<string, Config>();
+  /** Read index of `data`, rebuilt whenever `data` is replaced (after a parse or a write; never mutated in place). */
+  private index: SetIndex = new Map();
+  private get data(): Map<string, Config> {
+    return this.dataMap;
+  }
+  private set data(map: Map<string, Config>) {
+    this.dataMap = map;
+    this.index = indexBySet(map.values());
+  }
   /** Fingerprint of the file the in-memory copy (or `error`) reflects; undefined = must look. */
   private fingerprint: string | undefined;
   private error: StoreUnavailableError | undefined;
@@ -134,7 +143,7 @@ export class JsonFileConfigStore implements ConfigStore {
     const pending = this.refresh();
     if (pending) await pending;
     if (this.error) throw this.error;
-    return lookUp(this.data, queries);
+    return lookUp(this.index, queries);
   }
 
   async set(configs: readonly Config[]): Promise<void> {
