@@ -9,5 +9,6 @@ export { evaluatePipeline, upsert, pipeWinner, type EngineDeps, type PipelineOpt
 export { prepareSchema, validateSchema, stringifyValue, type PreparedSchema, type PreparedKey } from './schema.js';
 export { parseSet, keyProblem, isValidKey, normaliseName, type ParsedSet } from './names.js';
 export { coerceValue, declaredTypeOf } from './coerce.js';
+export { freezeDeep, isDeepFrozen } from './frozen.js';
 export * from './errors.js';
 export type * from './types.js';

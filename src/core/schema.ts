@@ -13,6 +13,7 @@ import { InputError, ErrorCodes, type InputIssue } from './errors.js';
 import { keyProblem, truncate } from './names.js';
 import { declaredTypeOf } from './coerce.js';
 import { templateReferences } from '../expressions/template.js';
+import { isDeepFrozen } from './frozen.js';
 import type { Cfgu, ConfigSchema, JsonValue } from './types.js';
 
 const V0_REPLACEMENTS: Record<string, string> = {
@@ -288,6 +289,8 @@ function orderConsts(keys: PreparedKey[]): { order: string[]; cycles: Map<string
 
 const CACHE_LIMIT = 500;
 const cache = new Map<string, PreparedSchema | InputError>();
+/** Prepared forms of deep-frozen schema objects (see frozen.ts); entries go with their objects. */
+const byIdentity = new WeakMap<object, PreparedSchema | InputError>();
 
 /**
  * Validate a ConfigSchema (`{ keys: {...} }`) and return its prepared form. Throws InputError (code
@@ -295,6 +298,10 @@ const cache = new Map<string, PreparedSchema | InputError>();
  * Results (good and bad) are cached by the schema's JSON text, bounded, least recently used evicted first.
  */
 export function prepareSchema(schema: unknown, pathPrefix = ''): PreparedSchema {
+  // A deep-frozen schema cannot have changed since it was seen: look it up by identity, without serialising it.
+  const immutable = isDeepFrozen(schema);
+  const known = immutable ? byIdentity.get(schema as object) : undefined;
+  if (known) return unwrap(known, pathPrefix);
   let text: string;
   try {
     text = JSON.stringify(schema) ?? '';
@@ -310,6 +317,11 @@ export function prepareSchema(schema: unknown, pathPrefix = ''): PreparedSchema 
     cache.set(text, hit);
     if (cache.size > CACHE_LIMIT) cache.delete(cache.keys().next().value!);
   }
+  if (immutable) byIdentity.set(schema as object, hit);
+  return unwrap(hit, pathPrefix);
+}
+
+function unwrap(hit: PreparedSchema | InputError, pathPrefix: string): PreparedSchema {
   if (hit instanceof InputError) {
     if (!pathPrefix) throw hit;
     throw new InputError(hit.code as typeof ErrorCodes.INVALID_SCHEMA, hit.message, hit.issues.map((i) => ({ path: pathPrefix + i.path, message: i.message })));

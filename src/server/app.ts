@@ -24,6 +24,7 @@ import type { StoreResolver } from '../stores/types.js';
 import type { LoadedConfiguration } from '../config/types.js';
 import { createKeyChecker } from './auth.js';
 import { Lifecycle } from './lifecycle.js';
+import { BodyCache } from './body-cache.js';
 import { FORBIDDEN_PROPERTY, httpProblem, problem, PROBLEM_CONTENT_TYPE, PROBLEM_TYPES, toProblem, type Problem } from './problem.js';
 import {
   cfguSchema,
@@ -134,7 +135,10 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   const defaultJsonParser = app.getDefaultJsonParser('error', 'error');
   // Fastify reports every parser failure as "invalid JSON". When the text is valid JSON after all, the failure was the
   // prototype-poisoning guard (`__proto__`, `constructor.prototype`): say so (only this error path pays the re-parse).
-  const jsonParser: typeof defaultJsonParser = (request, body, done) =>
+  const bodies = new BodyCache();
+  const jsonParser: typeof defaultJsonParser = (request, body, done) => {
+    const cached = typeof body === 'string' ? bodies.get(body) : undefined;
+    if (cached !== undefined) return done(null, cached);
     defaultJsonParser(request, body, (error, value) => {
       if (error && typeof body === 'string') {
         let validJson = false;
@@ -146,8 +150,9 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
         }
         if (validJson) return done(Object.assign(new Error('forbidden prototype property'), { statusCode: 400, code: FORBIDDEN_PROPERTY }), undefined);
       }
-      done(error, value);
+      done(error, error || typeof body !== 'string' ? value : bodies.add(body, value));
     });
+  };
   app.addContentTypeParser('application/json', { parseAs: 'string' }, jsonParser);
   app.addContentTypeParser(/^application\/[a-z0-9.+-]+\+json\s*(;|$)/i, { parseAs: 'string' }, jsonParser);
 

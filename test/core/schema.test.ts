@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { prepareSchema, InputError, ErrorCodes } from '../../src/core/index.js';
+import { prepareSchema, InputError, ErrorCodes, freezeDeep } from '../../src/core/index.js';
 
 /** The issues (path + message) a schema is rejected with. */
 function issuesOf(schema: unknown) {
@@ -178,4 +178,16 @@ test('const dependency order and cycles', () => {
     ['B', 'A -> B -> A'],
     ['SELF', 'SELF -> SELF'],
   ]);
+});
+
+test('a deep-frozen schema is prepared once and found again by identity; errors keep each caller\'s path', () => {
+  const good = freezeDeep({ keys: { A: { default: 1 } } });
+  assert.equal(prepareSchema(good), prepareSchema(good));
+  const bad = freezeDeep({ keys: { A: { options: ['x'] } } });
+  for (const prefix of ['/0/schema', '/3/schema']) {
+    assert.throws(
+      () => prepareSchema(bad, prefix),
+      (e: unknown) => e instanceof InputError && e.issues[0]!.path === `${prefix}/keys/A/options`,
+    );
+  }
 });

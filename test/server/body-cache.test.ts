@@ -1,0 +1,36 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { BodyCache } from '../../src/server/body-cache.js';
+import { isDeepFrozen } from '../../src/core/index.js';
+
+const body = (n: number, pad = 300) => JSON.stringify([{ schema: { keys: { [`K${n}`]: { description: 'x'.repeat(pad) } } } }]);
+
+test('a cached body is returned for the exact same text only, deep-frozen', () => {
+  const cache = new BodyCache(1024 * 1024);
+  const text = body(1);
+  const value = cache.add(text, JSON.parse(text)) as Array<{ schema: { keys: Record<string, unknown> } }>;
+  assert.ok(isDeepFrozen(value) && isDeepFrozen(value[0]!.schema.keys));
+  assert.equal(cache.get(text), value);
+  assert.equal(cache.get(`${text} `), undefined);
+  assert.throws(() => {
+    (value[0]!.schema.keys as Record<string, unknown>).INJECTED = {};
+  }, TypeError);
+});
+
+test('bounded by total text size, least recently used evicted first; tiny and huge bodies are not kept', () => {
+  const cache = new BodyCache(4000, 256); // one entry may use at most a quarter: 1,000 bytes
+  const [a, b, c, d, e] = [1, 2, 3, 4, 5].map((n) => body(n, 800)); // ~850 bytes each
+  for (const t of [a!, b!, c!, d!]) cache.add(t, JSON.parse(t));
+  assert.equal(cache.size, 4);
+  cache.get(a!); // a is now the most recent
+  cache.add(e!, JSON.parse(e!)); // 5 x ~850 > 4,000: the least recently used (b) goes
+  assert.equal(cache.size, 4);
+  for (const t of [a!, c!, d!, e!]) assert.ok(cache.get(t));
+  assert.equal(cache.get(b!), undefined);
+  const tiny = '[1]';
+  assert.deepEqual(cache.add(tiny, [1]), [1]);
+  assert.equal(cache.get(tiny), undefined);
+  const huge = body(4, 2000);
+  cache.add(huge, JSON.parse(huge));
+  assert.equal(cache.get(huge), undefined);
+});
