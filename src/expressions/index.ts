@@ -317,7 +317,7 @@ class SandboxPool implements SandboxEvaluator {
     proc.on('error', () => {
       /* spawn failure; 'exit' (or close) follows */
     });
-    proc.on('exit', () => this.onExit(w));
+    proc.on('exit', (code) => this.onExit(w, code));
     proc.unref();
     (proc.stdout as unknown as Socket).unref();
   }
@@ -357,10 +357,13 @@ class SandboxPool implements SandboxEvaluator {
     this.keepAlive();
   }
 
-  private onExit(w: Worker): void {
+  private onExit(w: Worker, code: number | null = null): void {
     if (!this.workers.delete(w)) return;
     if (w.watchdog) clearTimeout(w.watchdog);
-    const [job, ...notStarted] = w.inflight.splice(0);
+    // Exit code 0: the child answered every job it started (after a disposed isolate's memory-limit answer it reads
+    // nothing more), so none of its remaining jobs ran there. Any other end (V8 abort, watchdog kill) hit the head job.
+    const job = code === 0 ? undefined : w.inflight.shift();
+    const notStarted = w.inflight.splice(0);
     // Jobs still waiting in the dead child's pipe never started: back to the front of the queue, in order.
     if (notStarted.length) this.queue.splice(this.queueHead, 0, ...notStarted);
     if (!w.ready) this.startFailures++;

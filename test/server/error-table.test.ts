@@ -1,0 +1,310 @@
+/**
+ * Every row of the "HTTP errors" table of the semantics (and of docs/server.md), each with its exact status, its
+ * exact `application/problem+json` body and its headers; plus: 401 before 404 for anonymous callers, and the log
+ * of failing requests never holding a bearer key, a value or an override (asserted on captured log lines).
+ * In-process (buildServer + inject) over the real `.configu` loader, json-file stores and expression sandbox.
+ */
+import { after, before, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
+import { pino, type Logger } from 'pino';
+import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
+import { buildServer, settingsWith, type SettingsOverrides } from '../../src/server/index.js';
+import { createStoreRegistry, loadConfiguration, type StoreRegistry } from '../../src/config/index.js';
+import { createSandboxEvaluator } from '../../src/expressions/index.js';
+import type { ExpressionEvaluator } from '../../src/expressions/types.js';
+import { removeTempDirs, tempDir, writeJson } from './helpers.js';
+
+const KEY = 'audit-key-9f8e7d6c5b';
+let registry: StoreRegistry;
+let evaluator: ExpressionEvaluator;
+const apps: FastifyInstance[] = [];
+
+function capture(): { logger: Logger; raw: () => string; lines: () => Array<Record<string, unknown>> } {
+  let raw = '';
+  const stream = new Writable({
+    write(chunk, _enc, cb) {
+      raw += chunk.toString();
+      cb();
+    },
+  });
+  return {
+    logger: pino({ level: 'info' }, stream) as unknown as Logger,
+    raw: () => raw,
+    lines: () => raw.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>),
+  };
+}
+
+async function app(overrides: SettingsOverrides = {}, logger: Logger = pino({ level: 'silent' }) as unknown as Logger): Promise<FastifyInstance> {
+  const a = await buildServer({ registry, evaluator, settings: settingsWith(overrides), logger, ready: true });
+  apps.push(a);
+  return a;
+}
+
+const post = (a: FastifyInstance, payload: string, headers: Record<string, string> = {}) =>
+  a.inject({ method: 'POST', url: '/export', headers: { 'content-type': 'application/json', ...headers }, payload });
+
+/** Status, problem+json content type and the exact body. */
+function exactly(r: LightMyRequestResponse, status: number, body: Record<string, unknown>): void {
+  assert.equal(r.statusCode, status, r.body);
+  assert.equal(r.headers['content-type'], 'application/problem+json; charset=utf-8');
+  assert.deepEqual(r.json(), body);
+}
+
+before(async () => {
+  const dir = tempDir();
+  writeJson(join(dir, 'data.json'), [{ set: '', key: 'A', value: 'abc' }]);
+  writeFileSync(join(dir, 'broken.json'), '{ not json');
+  writeJson(join(dir, '.configu'), {
+    stores: {
+      main: { type: 'json-file', configuration: { path: 'data.json' } },
+      broken: { type: 'json-file', configuration: { path: 'broken.json' } },
+    },
+  });
+  registry = createStoreRegistry(await loadConfiguration({ file: join(dir, '.configu') }), { logger: { warn: () => undefined } });
+  await registry.init();
+  evaluator = await createSandboxEvaluator({ workers: 1, timeoutMs: 200, memoryMb: 16 });
+});
+
+after(async () => {
+  for (const a of apps) await a.close();
+  await registry?.close();
+  await evaluator?.close();
+  removeTempDirs();
+});
+
+const invalidRequest = (detail: string, issues?: unknown[]) => ({
+  type: 'urn:cfgu:problem:invalid-request',
+  title: 'Invalid Request',
+  status: 400,
+  detail,
+  ...(issues ? { issues } : {}),
+});
+const validationFailed = (detail: string, errors: unknown[]) => ({
+  type: 'urn:cfgu:problem:validation-failed',
+  title: 'Validation Failed',
+  status: 422,
+  detail,
+  errors,
+});
+
+describe('HTTP errors table: exact status and body for every row', () => {
+  test('400: body not JSON', async () => {
+    exactly(await post(await app(), '[{"schema": '), 400, invalidRequest('the request body is not valid JSON'));
+  });
+
+  test('400: not an array of commands, and an empty array', async () => {
+    const a = await app();
+    exactly(await post(a, '{"schema":{"keys":{"A":{}}}}'), 400, invalidRequest('the request body is not a valid pipeline: / must be array', [{ path: '/', message: 'must be array' }]));
+    exactly(
+      await post(a, '[]'),
+      400,
+      invalidRequest('the request body is not a valid pipeline: / must NOT have fewer than 1 items', [{ path: '/', message: 'must NOT have fewer than 1 items' }]),
+    );
+  });
+
+  test('400: invalid schema, invalid key, invalid set', async () => {
+    const a = await app();
+    const typeMessage = '`type` of key "A" was removed in Cfgu v1: write a `test` expression instead (e.g. "validator.isURL($.storedValue)")';
+    exactly(await post(a, '[{"store":"main","schema":{"keys":{"A":{"type":"String"}}}}]'), 400, {
+      type: 'urn:cfgu:problem:invalid-schema',
+      title: 'Invalid Schema',
+      status: 400,
+      detail: typeMessage,
+      issues: [{ path: '/0/schema/keys/A/type', message: typeMessage }],
+    });
+    exactly(await post(a, '[{"store":"main","schema":{"keys":{}}}]'), 400, {
+      type: 'urn:cfgu:problem:invalid-schema',
+      title: 'Invalid Schema',
+      status: 400,
+      detail: '`keys` must declare at least one key',
+      issues: [{ path: '/0/schema/keys', message: '`keys` must declare at least one key' }],
+    });
+    exactly(await post(a, '[{"store":"main","schema":{"keys":{"not a key":{}}}}]'), 400, {
+      type: 'urn:cfgu:problem:invalid-schema',
+      title: 'Invalid Schema',
+      status: 400,
+      detail: 'key "not a key" must match ^[A-Za-z0-9_-]+$',
+      issues: [{ path: '/0/schema/keys/not a key', message: 'key "not a key" must match ^[A-Za-z0-9_-]+$' }],
+    });
+    exactly(await post(a, '[{"store":"main","set":"prod//eu","schema":{"keys":{"A":{}}}}]'), 400, {
+      type: 'urn:cfgu:problem:invalid-set',
+      title: 'Invalid Set',
+      status: 400,
+      detail: 'set path "prod//eu" has an empty segment',
+      issues: [{ path: '/0/set', message: 'set path "prod//eu" has an empty segment' }],
+    });
+  });
+
+  test('415: a Content-Type other than JSON', async () => {
+    const r = await post(await app(), '[]', { 'content-type': 'text/plain' });
+    exactly(r, 415, { type: 'about:blank', title: 'Unsupported Media Type', status: 415, detail: 'the request body must be JSON (Content-Type: application/json)' });
+  });
+
+  test('413: body, commands and keys over the configured limits', async () => {
+    const a = await app({ limits: { bodyBytes: 2048, commands: 3, keys: 4 } });
+    const limit = (detail: string) => ({ type: 'urn:cfgu:problem:limit-exceeded', title: 'Limit Exceeded', status: 413, detail });
+    exactly(await post(a, JSON.stringify([{ schema: { keys: { A: { description: 'x'.repeat(3000) } } } }])), 413, limit('the request body is larger than the configured limit'));
+    exactly(await post(a, JSON.stringify(Array.from({ length: 4 }, () => ({ schema: { keys: { A: {} } } })))), 413, limit('the pipeline has 4 commands; the limit is 3'));
+    exactly(await post(a, JSON.stringify([{ schema: { keys: { A: {}, B: {}, C: {}, D: {}, E: {} } } }])), 413, limit('command 0 declares 5 keys; the limit is 4'));
+  });
+
+  test('400: unknown store, and no store given with no default store', async () => {
+    const a = await app();
+    exactly(await post(a, JSON.stringify([{ store: 'nope', schema: { keys: { A: {} } } }])), 400, {
+      type: 'urn:cfgu:problem:unknown-store',
+      title: 'Unknown Store',
+      status: 400,
+      detail: 'unknown store "nope"; known stores: "main", "broken"',
+      knownStores: ['main', 'broken'],
+      store: 'nope',
+    });
+    // Two stores, neither marked default: a command without `store` has none.
+    exactly(await post(a, JSON.stringify([{ schema: { keys: { A: {} } } }])), 400, {
+      type: 'urn:cfgu:problem:unknown-store',
+      title: 'Unknown Store',
+      status: 400,
+      detail: 'no store was given and there is no default store; known stores: "main", "broken"',
+      knownStores: ['main', 'broken'],
+    });
+  });
+
+  test('401 with WWW-Authenticate: Bearer when the key is missing or wrong', async () => {
+    const a = await app({ auth: { enabled: true, presharedKeys: [KEY] } });
+    for (const headers of [{}, { authorization: 'Bearer not-the-key-000' }] as Array<Record<string, string>>) {
+      const r = await post(a, '[{"store":"main","schema":{"keys":{"A":{}}}}]', headers);
+      exactly(r, 401, { type: 'urn:cfgu:problem:unauthorized', title: 'Unauthorized', status: 401, detail: 'a valid bearer key is required (Authorization: Bearer <key>)' });
+      assert.equal(r.headers['www-authenticate'], 'Bearer realm="cfgu"');
+    }
+  });
+
+  test('401 before 404: an anonymous caller cannot probe the route map', async () => {
+    const a = await app({ auth: { enabled: true, presharedKeys: [KEY] } });
+    const anonymous = await a.inject({ method: 'GET', url: '/no-such-route' });
+    assert.equal(anonymous.statusCode, 401);
+    assert.equal(anonymous.headers['www-authenticate'], 'Bearer realm="cfgu"');
+    const keyed = await a.inject({ method: 'GET', url: '/no-such-route', headers: { authorization: `Bearer ${KEY}` } });
+    exactly(keyed, 404, { type: 'about:blank', title: 'Not Found', status: 404, detail: 'no route GET /no-such-route' });
+  });
+
+  test('422: required, pattern, enum, schema and test failures, all listed', async () => {
+    const r = await post(
+      await app(),
+      JSON.stringify([
+        {
+          store: 'main',
+          schema: {
+            keys: {
+              A: { pattern: '^[0-9]+$' },
+              B: { schema: { type: 'integer' } },
+              C: { required: true },
+              D: { enum: ['x', 'y'] },
+              E: { test: '$.value.length < 2' },
+            },
+          },
+          configs: { B: 'word', D: 'z', E: 'long' },
+        },
+      ]),
+    );
+    exactly(
+      r,
+      422,
+      validationFailed('5 keys failed validation', [
+        { command: 0, key: 'A', rule: 'pattern', message: 'the value of key "A" does not match the pattern ^[0-9]+$' },
+        { command: 0, key: 'B', rule: 'schema', message: 'the value of key "B" does not match its `schema`: data must be integer' },
+        { command: 0, key: 'C', rule: 'required', message: 'key "C" is required but has no value' },
+        { command: 0, key: 'D', rule: 'enum', message: 'the value of key "D" is not one of the allowed values: "x", "y"' },
+        { command: 0, key: 'E', rule: 'test', message: 'the value of key "E" failed the test $.value.length < 2' },
+      ]),
+    );
+  });
+
+  test('422: a bad override (undeclared key, const key)', async () => {
+    const a = await app();
+    exactly(
+      await post(a, JSON.stringify([{ store: 'main', schema: { keys: { A: {} } }, configs: { Z: 'y' } }])),
+      422,
+      validationFailed('1 key failed validation', [{ command: 0, key: 'Z', rule: 'override', message: 'override for key "Z", which the command\'s schema does not declare' }]),
+    );
+    const r = await post(a, JSON.stringify([{ store: 'main', schema: { keys: { K: { const: 'k' } } }, configs: { K: 'y' } }]));
+    assert.equal(r.statusCode, 422, r.body);
+    assert.deepEqual(r.json().errors.map((e: { key: string; rule: string }) => [e.key, e.rule]), [['K', 'override']]);
+  });
+
+  test('422: a const cycle names the cycle; a const that throws says why', async () => {
+    const a = await app();
+    exactly(
+      await post(a, JSON.stringify([{ store: 'main', schema: { keys: { X: { const: '{{ $.configs.Y.value }}' }, Y: { const: '{{ $.configs.X.value }}' } } } }])),
+      422,
+      validationFailed('2 keys failed validation', [
+        { command: 0, key: 'X', rule: 'const', message: '`const` expressions form a cycle: X -> Y -> X' },
+        { command: 0, key: 'Y', rule: 'const', message: '`const` expressions form a cycle: X -> Y -> X' },
+      ]),
+    );
+    exactly(
+      await post(a, JSON.stringify([{ store: 'main', schema: { keys: { X: { const: '{{ null.boom }}' } } } }])),
+      422,
+      validationFailed('1 key failed validation', [{ command: 0, key: 'X', rule: 'const', message: '`const` of key "X" failed: Cannot read properties of null (reading \'boom\')' }]),
+    );
+  });
+
+  test('422: an expression over its time limit or its memory limit says which limit', async () => {
+    const a = await app();
+    const spin = '(() => { while (true) {} })()';
+    exactly(
+      await post(a, JSON.stringify([{ store: 'main', schema: { keys: { A: { test: spin } } } }])),
+      422,
+      validationFailed('1 key failed validation', [{ command: 0, key: 'A', rule: 'test', message: `the test ${spin} of key "A" failed: exceeded the time limit of 200 ms` }]),
+    );
+    const bomb = '(() => { const a = []; while (true) a.push(new Array(100000).fill(1)); })()';
+    exactly(
+      await post(a, JSON.stringify([{ store: 'main', schema: { keys: { A: { test: bomb } } } }])),
+      422,
+      validationFailed('1 key failed validation', [{ command: 0, key: 'A', rule: 'test', message: `the test ${bomb} of key "A" failed: exceeded the sandbox memory limit of 16 MB` }]),
+    );
+    const constSpin = '{{ (() => { while (true) {} })() }}';
+    const r = await post(a, JSON.stringify([{ store: 'main', schema: { keys: { C: { const: constSpin } } } }]));
+    assert.equal(r.statusCode, 422, r.body);
+    const [failure] = r.json().errors;
+    assert.equal(failure.rule, 'const');
+    assert.match(failure.message, /exceeded the time limit of 200 ms$/);
+  });
+
+  test('503 with Retry-After: a store that cannot be read', async () => {
+    const r = await post(await app(), JSON.stringify([{ store: 'broken', schema: { keys: { A: {} } } }]));
+    exactly(r, 503, { type: 'urn:cfgu:problem:store-unavailable', title: 'Store Unavailable', status: 503, detail: 'store "broken" cannot be reached or read; retry later' });
+    assert.match(String(r.headers['retry-after']), /^[1-9]\d*$/);
+  });
+});
+
+describe('logs of failing requests never hold keys, values or overrides', () => {
+  test('401 with a wrong key, 400, 422 and 503 requests: captured log lines hold none of the secrets', async () => {
+    const { logger, raw, lines } = capture();
+    const a = await app({ auth: { enabled: true, presharedKeys: [KEY] } }, logger);
+    const auth = { authorization: `Bearer ${KEY}` };
+    // A wrong key that looks like a real one.
+    await post(a, '[{"store":"main","schema":{"keys":{"A":{}}}}]', { authorization: 'Bearer wrong-secret-key-4242' });
+    // 400 whose body holds a would-be secret.
+    await post(a, JSON.stringify([{ store: 'main', schema: { keys: { A: {} } }, configs: { A: 'body-secret-1111' }, extra: 'x' }]), auth);
+    // 422: an override that fails its test, and an undeclared override.
+    await post(
+      a,
+      JSON.stringify([{ store: 'main', schema: { keys: { P: { test: '$.value === "other"' } } }, configs: { P: 'override-secret-2222', Q: 'override-secret-3333' } }]),
+      auth,
+    );
+    // 200 whose stored value is "abc": the value is not logged either.
+    await post(a, JSON.stringify([{ store: 'main', schema: { keys: { A: {} } } }]), auth);
+    // 503.
+    await post(a, JSON.stringify([{ store: 'broken', schema: { keys: { A: {} } }, configs: { A: 'override-secret-4444' } }]), auth);
+    await new Promise((r) => setTimeout(r, 50));
+    const reqLines = lines().filter((l) => l.msg === 'request');
+    assert.deepEqual(reqLines.map((l) => l.status), [401, 400, 422, 200, 503]);
+    for (const l of reqLines) assert.equal(typeof l.reqId, 'string');
+    for (const secret of [KEY, 'wrong-secret-key-4242', 'body-secret-1111', 'override-secret-2222', 'override-secret-3333', 'override-secret-4444', '"abc"']) {
+      assert.ok(!raw().includes(secret), `the log holds ${secret}:\n${raw()}`);
+    }
+    assert.doesNotMatch(raw(), /authorization/i);
+  });
+});
