@@ -8,7 +8,8 @@
  * A query the store answered without a value removes the (set, key) from the backup, so the backup never answers
  * with a value the store no longer has.
  */
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
+import { sqliteDriver } from './drivers.js';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { pairKey } from './common.js';
@@ -41,7 +42,7 @@ export class BackupDatabase {
   private open(): Database.Database {
     if (!this.db) {
       if (this.path !== ':memory:') mkdirSync(dirname(this.path), { recursive: true });
-      const db = new Database(this.path, { timeout: 2000 });
+      const db = new (sqliteDriver())(this.path, { timeout: 2000 });
       try {
         if (this.path !== ':memory:') db.pragma('journal_mode = WAL');
       } catch {

@@ -9,7 +9,8 @@
  *
  * The client's circuit breaker and retries reconnect by themselves when etcd is back (within about 5 s).
  */
-import { Etcd3, type IOptions } from 'etcd3';
+import type { Etcd3, IOptions } from 'etcd3';
+import { etcdDriver } from './drivers.js';
 import { StoreUnavailableError } from '../core/errors.js';
 import { unavailable, withTimeout } from './common.js';
 import { applyKeyValueWrites, decodeKeyValue, storageKeys } from './key-value.js';
@@ -48,7 +49,7 @@ export class EtcdConfigStore implements ConfigStore {
       if (this.options.username !== undefined) {
         opts.auth = { username: this.options.username, password: this.options.password ?? '' };
       }
-      this.client = new Etcd3(opts);
+      this.client = new (etcdDriver().Etcd3)(opts);
     }
     return this.client;
   }

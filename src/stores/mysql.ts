@@ -7,7 +7,8 @@
  * exactly). The unique (set, key) index is a full index on MariaDB >= 10.4 (hash-based long unique); MySQL, which
  * cannot index whole TEXT columns, gets a 255-character prefix index instead.
  */
-import mysql from 'mysql2/promise';
+import type mysql from 'mysql2/promise';
+import { mysqlDriver } from './drivers.js';
 import { LimitError } from '../core/errors.js';
 import { configId, indexName } from './common.js';
 import { SqlConfigStore } from './sql.js';
@@ -70,7 +71,7 @@ export class MysqlConfigStore extends SqlConfigStore {
       if (o.database !== undefined) config.database = o.database;
     }
     if (o.ssl !== undefined) config.ssl = o.ssl as mysql.PoolOptions['ssl'];
-    const pool = mysql.createPool(config);
+    const pool = mysqlDriver().createPool(config);
     // Errors of idle connections (server restart) must not crash the process; the pool replaces them.
     (pool as unknown as { on(ev: string, fn: () => void): void }).on('error', () => undefined);
     return pool;

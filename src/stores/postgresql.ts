@@ -7,7 +7,8 @@
  * statement (a data-modifying CTE deletes the "" values, the INSERT ... ON CONFLICT ("set", "key") upserts the rest).
  * The pool drops broken connections and opens new ones, so the store recovers by itself when the server is back.
  */
-import pg from 'pg';
+import type pg from 'pg';
+import { pgDriver } from './drivers.js';
 import { configId, indexName } from './common.js';
 import { SqlConfigStore } from './sql.js';
 import type { Config, ConfigQuery } from './types.js';
@@ -69,7 +70,7 @@ export class PostgresConfigStore extends SqlConfigStore {
       if (o.database !== undefined) config.database = o.database;
     }
     if (o.ssl !== undefined) config.ssl = o.ssl as pg.PoolConfig['ssl'];
-    const pool = new pg.Pool(config);
+    const pool = new (pgDriver().Pool)(config);
     // An idle connection that dies (server restart) emits 'error' on the pool; the pool discards it. Without a
     // listener the process would crash.
     pool.on('error', () => undefined);

@@ -9,7 +9,8 @@
  * Commands never queue while the server is unreachable (`enableOfflineQueue: false`): they fail at once with
  * StoreUnavailableError, and the client keeps reconnecting in the background (back-off up to 2 s).
  */
-import { Redis, type RedisOptions } from 'ioredis';
+import type { Redis, RedisOptions } from 'ioredis';
+import { redisDriver } from './drivers.js';
 import { StoreUnavailableError } from '../core/errors.js';
 import { Mutex, unavailable, withTimeout } from './common.js';
 import { applyKeyValueWrites, decodeKeyValue, storageKeys } from './key-value.js';
@@ -65,8 +66,8 @@ export class RedisConfigStore implements ConfigStore {
     if (o.password !== undefined) common.password = o.password;
     if (o.db !== undefined) common.db = o.db;
     const client = o.url
-      ? new Redis(o.url, common)
-      : new Redis({ ...common, host: o.host ?? '127.0.0.1', port: o.port ?? 6379 });
+      ? new (redisDriver().Redis)(o.url, common)
+      : new (redisDriver().Redis)({ ...common, host: o.host ?? '127.0.0.1', port: o.port ?? 6379 });
     // Connection errors are reported per command; an unhandled 'error' event would only be noise.
     client.on('error', () => undefined);
     return client;

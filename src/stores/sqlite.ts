@@ -1,5 +1,6 @@
 /** `sqlite` (better-sqlite3): `database` (file path, or `:memory:`), `tableName` (default `config`), `timeout` (ms). */
-import Database from 'better-sqlite3';
+import type Database from 'better-sqlite3';
+import { sqliteDriver } from './drivers.js';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { configId, indexName } from './common.js';
@@ -84,7 +85,7 @@ export class SqliteConfigStore extends SqlConfigStore {
       if (this.database !== ':memory:' && !this.database.startsWith('file:')) {
         mkdirSync(dirname(this.database), { recursive: true });
       }
-      const db = new Database(this.database, { timeout: this.timeoutMs });
+      const db = new (sqliteDriver())(this.database, { timeout: this.timeoutMs });
       try {
         if (this.database !== ':memory:') db.pragma('journal_mode = WAL');
       } catch {
