@@ -1,0 +1,168 @@
+/**
+ * A bad `.configu` stops `cfgu serve` with ONE line on stderr naming the file and the property, exit code 1, nothing
+ * on stdout, never a stack trace: for each of unreadable (a folder; permission denied), invalid YAML, `cache`,
+ * unknown store type and two defaults. Run the way users run it: without `--workers` (the default, the cluster
+ * primary checks first), with the file found by walking up from the working folder, and through
+ * CONFIGU_CONFIGURATION. Also the `serve` flags' own failures (exact messages and exit codes).
+ */
+import { after, afterEach, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { chmodSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { BIN, killChildren, removeTempDirs, sleep, spawnCfgu, tempDir, writeJson } from './helpers.js';
+
+after(async () => {
+  await killChildren();
+  removeTempDirs();
+});
+afterEach(killChildren);
+
+function within<T>(promise: Promise<T>, ms: number): Promise<T> {
+  return Promise.race([promise, sleep(ms).then(() => Promise.reject(new Error(`still running after ${ms} ms`)))]);
+}
+
+const esc = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/** Each bad file, written as `.configu` into `dir`; `line` is the exact stderr line (or a pattern) for that path. */
+const CASES: Array<{ name: string; write: (file: string) => void; line: (file: string) => string | RegExp }> = [
+  {
+    name: 'unreadable: the path is a folder',
+    write: (file) => mkdirSync(file),
+    line: (file) => `cfgu serve: ${file}: cannot read the file: is a folder, not a file`,
+  },
+  {
+    name: 'invalid YAML',
+    write: (file) => writeFileSync(file, 'stores: [unclosed\n  - x: {'),
+    line: (file) => new RegExp(`^cfgu serve: ${esc(file)}: invalid YAML/JSON at line \\d+, column \\d+: \\S.*$`),
+  },
+  {
+    name: 'a cache property',
+    write: (file) => writeJson(file, { cache: 'x.db', stores: { a: { type: 'in-memory' } } }),
+    line: (file) => `cfgu serve: ${file}: property "cache" was renamed \`backup\` in v1: rename it to "backup"`,
+  },
+  {
+    name: 'an unknown store type',
+    write: (file) => writeJson(file, { stores: { a: { type: 'floppy' } } }),
+    line: (file) =>
+      `cfgu serve: ${file}: stores.a.type: unknown store type "floppy"; known types: json-file, in-memory, sqlite, postgresql, mysql, mariadb, redis, etcd`,
+  },
+  {
+    name: 'two default stores',
+    write: (file) => writeJson(file, { stores: { a: { type: 'in-memory', default: true }, b: { type: 'in-memory', default: true } } }),
+    line: (file) => `cfgu serve: ${file}: stores "a" and "b" both have default: true; only one store can be the default`,
+  },
+];
+
+function assertOneLine(code: number | string, stdout: string, stderr: string, line: string | RegExp): void {
+  assert.equal(code, 1, `stdout: ${stdout}\nstderr: ${stderr}`);
+  assert.equal(stdout, '', 'nothing on stdout');
+  assert.ok(stderr.endsWith('\n'), stderr);
+  const lines = stderr.slice(0, -1).split('\n');
+  assert.equal(lines.length, 1, stderr);
+  if (typeof line === 'string') assert.equal(lines[0], line);
+  else assert.match(lines[0]!, line);
+  assert.doesNotMatch(stderr, /\n\s+at |Error:/, 'no stack trace');
+}
+
+describe('a bad .configu: one line, exit 1, no stack (default --workers, i.e. the cluster primary)', () => {
+  for (const c of CASES) {
+    test(`${c.name} (--config)`, async () => {
+      const file = join(tempDir(), '.configu');
+      c.write(file);
+      const p = spawnCfgu(['serve', '--config', file, '--port', '0']);
+      assertOneLine(await within(p.exited, 15_000), p.stdout(), p.stderr(), c.line(file));
+    });
+  }
+
+  // Walking up looks for a *file* named .configu: a folder of that name is passed over (and, with none above it,
+  // the result is the "no .configu file found" line, also exit 1).
+  for (const c of CASES.filter((x) => !x.name.startsWith('unreadable'))) {
+    test(`${c.name} (found by walking up from a subfolder)`, async () => {
+      const dir = tempDir();
+      const file = join(dir, '.configu');
+      c.write(file);
+      mkdirSync(join(dir, 'a', 'b'), { recursive: true });
+      const p = spawnCfgu(['serve', '--port', '0'], {}, join(dir, 'a', 'b'));
+      assertOneLine(await within(p.exited, 15_000), p.stdout(), p.stderr(), c.line(file));
+    });
+  }
+
+  test('walking up passes over a folder named .configu', async () => {
+    const dir = tempDir();
+    mkdirSync(join(dir, '.configu'));
+    mkdirSync(join(dir, 'a'));
+    const p = spawnCfgu(['serve', '--port', '0'], {}, join(dir, 'a'));
+    assertOneLine(
+      await within(p.exited, 15_000),
+      p.stdout(),
+      p.stderr(),
+      'cfgu serve: no .configu file found: pass --config PATH, set CONFIGU_CONFIG, or create a .configu in this folder or a parent',
+    );
+  });
+
+  test('CONFIGU_CONFIGURATION names the file when --config and CONFIGU_CONFIG are absent', async () => {
+    const file = join(tempDir(), 'custom.configu');
+    writeJson(file, { cache: 'x.db', stores: { a: { type: 'in-memory' } } });
+    const p = spawnCfgu(['serve', '--port', '0'], { CONFIGU_CONFIGURATION: file }, tempDir());
+    assertOneLine(await within(p.exited, 15_000), p.stdout(), p.stderr(), `cfgu serve: ${file}: property "cache" was renamed \`backup\` in v1: rename it to "backup"`);
+  });
+
+  test('unreadable: permission denied', async (t) => {
+    const dir = tempDir();
+    chmodSync(dir, 0o755);
+    const file = join(dir, '.configu');
+    writeJson(file, { stores: { a: { type: 'in-memory' } } });
+    chmodSync(file, 0o000);
+    const isRoot = process.getuid?.() === 0;
+    if (!isRoot && process.platform !== 'linux') return t.skip('needs Linux');
+    // root reads any file: run the binary as `nobody` then (the checkout must be world-readable, as it is in CI).
+    const child = spawn(process.execPath, [BIN, 'serve', '--config', file, '--port', '0'], {
+      cwd: dir,
+      stdio: ['ignore', 'pipe', 'pipe'],
+      env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: dir },
+      ...(isRoot ? { uid: 65534, gid: 65534 } : {}),
+    });
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+    const code = await within(new Promise<number | string>((r) => child.on('exit', (c, s) => r(c ?? s ?? -1))), 15_000);
+    assertOneLine(code, out, err, `cfgu serve: ${file}: cannot read the file: permission denied`);
+  });
+});
+
+describe('cfgu serve: flags', () => {
+  test('--help: the usage on stdout, exit 0', async () => {
+    const p = spawnCfgu(['serve', '--help']);
+    assert.equal(await within(p.exited, 10_000), 0);
+    assert.match(p.stdout(), /^Usage: cfgu serve \[options\]\n/);
+    for (const flag of ['--config PATH', '--port N', '--host ADDR', '--workers N', '-h, --help']) assert.ok(p.stdout().includes(flag), flag);
+    assert.equal(p.stderr(), '');
+  });
+
+  test('an unknown flag: exit 2 with the flag named, then the usage', async () => {
+    const p = spawnCfgu(['serve', '--bogus']);
+    assert.equal(await within(p.exited, 10_000), 2);
+    assert.match(p.stderr(), /^cfgu serve: Unknown option '--bogus'\nUsage: cfgu serve \[options\]\n/);
+    assert.equal(p.stdout(), '');
+  });
+
+  test('a bad --port and a bad --workers: exit 1, one line naming the flag', async () => {
+    const file = writeJson(join(tempDir(), '.configu'), { stores: { a: { type: 'in-memory' } } });
+    const port = spawnCfgu(['serve', '--config', file, '--port', '99999']);
+    assertOneLine(await within(port.exited, 10_000), port.stdout(), port.stderr(), 'cfgu serve: flag --port: must be a whole number from 0 to 65535, got "99999"');
+    const workers = spawnCfgu(['serve', '--config', file, '--port', '0', '--workers', 'many']);
+    assertOneLine(await within(workers.exited, 10_000), workers.stdout(), workers.stderr(), /^cfgu serve: flag --workers: .*"many"/);
+  });
+
+  test('no .configu anywhere: exit 1 with the documented line', async () => {
+    const p = spawnCfgu(['serve', '--port', '0'], {}, tempDir());
+    assertOneLine(
+      await within(p.exited, 10_000),
+      p.stdout(),
+      p.stderr(),
+      'cfgu serve: no .configu file found: pass --config PATH, set CONFIGU_CONFIG, or create a .configu in this folder or a parent',
+    );
+  });
+});
