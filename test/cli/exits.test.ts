@@ -1,0 +1,60 @@
+/**
+ * Exit codes and messages not covered elsewhere, through the built binary: `cfgu` without a command or with an
+ * unknown one (2), `-h` (0), CONFIGU_CONFIGURATION picking the .configu, and an unreadable store for `upsert` (1).
+ */
+import { after, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { cfgu, killChildren, project, removeTempDirs, tempDir, write } from './helpers.js';
+
+after(() => {
+  killChildren();
+  removeTempDirs();
+});
+
+const USAGE = /^Usage: cfgu <command> \[options\]\n\nCommands:\n {2}serve +\S.*\n {2}upsert +\S.*\n {2}eval +\S.*\n {2}export +\S.*\n\nRun "cfgu <command> --help" for a command's options\.\n$/;
+
+describe('cfgu: exit codes', { concurrency: true }, () => {
+  test('no command: the usage, exit 2', async () => {
+    const r = await cfgu([], { cwd: tempDir() });
+    assert.equal(r.code, 2);
+    assert.match(r.stdout, USAGE);
+  });
+
+  test('an unknown command: exit 2 naming it, then the usage', async () => {
+    const r = await cfgu(['frob'], { cwd: tempDir() });
+    assert.equal(r.code, 2);
+    assert.equal(r.stdout, '');
+    assert.ok(r.stderr.startsWith('cfgu: unknown command "frob"\n\nUsage: cfgu <command> [options]\n'), r.stderr);
+  });
+
+  test('-h on every command: its help, exit 0', async () => {
+    for (const command of ['upsert', 'eval', 'export', 'serve']) {
+      const r = await cfgu([command, '-h'], { cwd: tempDir() });
+      assert.equal(r.code, 0, r.stderr);
+      assert.match(r.stdout, new RegExp(`^Usage: cfgu ${command} `));
+    }
+  });
+
+  test('CONFIGU_CONFIGURATION picks the .configu when --config and CONFIGU_CONFIG are absent', async () => {
+    const dir = project({ 'a.cfgu.json': { keys: { A: {} } } });
+    write(join(dir, 'alt', 'x.configu'), { stores: { alt: { type: 'json-file', configuration: { path: 'alt.json' } } } });
+    write(join(dir, 'alt', 'alt.json'), [{ set: '', key: 'A', value: 'from-alt' }]);
+    const r = await cfgu(['eval', '--schema', 'a.cfgu.json'], { cwd: dir, env: { CONFIGU_CONFIGURATION: join(dir, 'alt', 'x.configu') } });
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(JSON.parse(r.stdout).A.value, 'from-alt');
+    const missing = await cfgu(['eval', '--schema', 'a.cfgu.json'], { cwd: dir, env: { CONFIGU_CONFIGURATION: 'nope.configu' } });
+    assert.equal(missing.code, 2);
+    assert.equal(missing.stderr, 'cfgu eval: nope.configu: no such file (given by CONFIGU_CONFIGURATION)\n');
+  });
+
+  test('upsert to a store that cannot be read: exit 1, one line naming the store, nothing written', async () => {
+    const dir = project({ 'a.cfgu.json': { keys: { A: {} } }, 'data.json': '{ broken' });
+    const r = await cfgu(['upsert', '--schema', 'a.cfgu.json', '--kv', 'A=1'], { cwd: dir });
+    assert.equal(r.code, 1);
+    assert.equal(r.stdout, '');
+    assert.equal(r.stderr, 'cfgu upsert: store "main" is unavailable: the file is not valid JSON\n');
+    assert.equal(readFileSync(join(dir, 'data.json'), 'utf8'), '{ broken', 'the corrupt file is left as it was');
+  });
+});
