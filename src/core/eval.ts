@@ -88,6 +88,9 @@ function checkCommands(commands: readonly EvalCommandInput[], deps: EngineDeps):
       schema = prepareSchema(command.schema, `/${index}/schema`);
     } catch (e) {
       if (e instanceof InputError) issues.push(...e.issues);
+      // A value nested deeply enough to overflow the recursive checks (`default` compared with `enum` items) is a bad
+      // schema, not a server error.
+      else if (e instanceof RangeError && /call stack/i.test(e.message)) issues.push({ path: `/${index}/schema`, message: 'the schema is nested too deeply' });
       else throw e;
     }
     const set = parseSet(command.set ?? '');
@@ -180,8 +183,16 @@ function evaluateValues(
       failures.push({ command: index, key, rule: 'override', message: `key "${key}" is computed by \`const\` and cannot be overridden` });
       continue;
     }
+    let text: string;
+    try {
+      text = stringifyValue(overrides[key]);
+    } catch {
+      // JSON.stringify overflows the stack on a value nested too deeply (the body parser does not): a bad override.
+      failures.push({ command: index, key, rule: 'override', message: `the override for key "${key}" cannot be stored: it is nested too deeply` });
+      continue;
+    }
     const e = current[key]!;
-    e.value = stringifyValue(overrides[key]);
+    e.value = text;
     e.origin = 'override';
     e.set = set.path;
   }

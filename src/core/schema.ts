@@ -51,7 +51,9 @@ const cfguShape = {
     default: {},
     required: { type: 'boolean' },
     pattern: { type: 'string', minLength: 1 },
-    enum: { type: 'array', minItems: 1, uniqueItems: true },
+    // Unique items are checked in code (duplicateItems): Ajv's check is quadratic without item types, and a 1 MiB
+    // `enum` kept the event loop busy for minutes.
+    enum: { type: 'array', minItems: 1 },
     schema: { type: 'object' },
     test: {
       anyOf: [
@@ -169,6 +171,29 @@ function collapse(key: string, errors: ErrorObject[]): InputIssue[] {
   return out;
 }
 
+/** Deep-equality key of a JSON value: object properties sorted, so `{a,b}` and `{b,a}` are one value. */
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (value !== null && typeof value === 'object') {
+    const o = value as Record<string, unknown>;
+    return `{${Object.keys(o).sort().map((k) => `${JSON.stringify(k)}:${canonical(o[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'undefined';
+}
+
+/** The pair Ajv's `uniqueItems` reports (the last item equal to an earlier one, and that earlier one), in linear time. */
+function duplicateItems(items: readonly unknown[]): [number, number] | undefined {
+  const last = new Map<string, number>();
+  let pair: [number, number] | undefined;
+  items.forEach((item, i) => {
+    const k = canonical(item);
+    const j = last.get(k);
+    if (j !== undefined) pair = [j, i];
+    last.set(k, i);
+  });
+  return pair;
+}
+
 function checkOne(key: string, raw: unknown, issues: InputIssue[]): void {
   const problem = keyProblem(key);
   if (problem) issues.push({ path: `/keys/${key}`, message: problem });
@@ -192,6 +217,10 @@ function checkOne(key: string, raw: unknown, issues: InputIssue[]): void {
     if (uses(a) && uses(b)) {
       issues.push({ path: `/keys/${key}`, message: `key "${key}" cannot have both \`${a}\` and \`${b}\`` });
     }
+  }
+  const duplicate = Array.isArray(cfgu.enum) ? duplicateItems(cfgu.enum) : undefined;
+  if (duplicate) {
+    issues.push({ path: `/keys/${key}/enum`, message: `\`enum\` of key "${key}" must not contain duplicates (items ${duplicate[0]} and ${duplicate[1]} are equal)` });
   }
   if (Array.isArray(cfgu.enum) && cfgu.default !== undefined && !cfgu.enum.some((item) => isEqual(item, cfgu.default))) {
     issues.push({ path: `/keys/${key}/default`, message: `the \`default\` of key "${key}" must be one of its \`enum\` items` });

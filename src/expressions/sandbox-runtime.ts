@@ -378,9 +378,18 @@ function hasMutableSlots(value: unknown): boolean {
   );
 }
 
+/**
+ * The legacy RegExp statics (`RegExp.input`, `$_`, `lastMatch`, `$1`..`$9`, `leftContext`, ...) are realm-wide state
+ * that freezing does not protect: they hold the subject of the last successful match, which may be another request's
+ * value (a `pattern` check, `validator.*`) or the trusted `.configu` render. A match of the empty string clears them.
+ */
+const CLEAR_MATCH = /(?:)/;
+const regExpExec = RegExp.prototype.exec;
+
 function beginJob(): void {
   epoch++;
   for (const re of resettableRegExps) re.lastIndex = 0;
+  apply(regExpExec, CLEAR_MATCH, ['']);
 }
 
 /** Names that code commonly assigns on instances; on frozen prototypes they become accessors (the override mistake). */
