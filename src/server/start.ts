@@ -14,7 +14,9 @@ import type { Logger } from 'pino';
 import { ConfigurationError, StoreUnavailableError } from '../core/errors.js';
 import { createStoreRegistry, findConfigFile, loadConfiguration } from '../config/index.js';
 import type { LoadedConfiguration, StoreRegistry } from '../config/types.js';
-import { createSandboxEvaluator, expressionOptionsFromEnv } from '../expressions/index.js';
+import { createSandboxEvaluator, expressionOptionsFromEnv, type SandboxOptions } from '../expressions/index.js';
+import { parseTemplate } from '../expressions/template.js';
+import { renderVariables } from '../config/render.js';
 import type { ExpressionEvaluator } from '../expressions/types.js';
 import { buildServer } from './app.js';
 import { Lifecycle } from './lifecycle.js';
@@ -34,6 +36,29 @@ export interface Prepared {
   configuration: LoadedConfiguration;
   settings: ServerSettings;
   evaluator: ExpressionEvaluator;
+}
+
+const BARE_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
+
+/**
+ * Render `.configu` with the environment. The environment never enters the sandbox that serves requests: bare names
+ * (`{{ DB_PASSWORD }}`) are substituted here, and a file with real expressions gets a sandbox of its own, used for
+ * this render only and closed before any request is served.
+ */
+export async function renderConfigu(
+  template: string,
+  variables: Record<string, string>,
+  options: SandboxOptions,
+  sandbox: (options: SandboxOptions) => Pick<ExpressionEvaluator, 'renderTrusted' | 'close'> = createSandboxEvaluator,
+): Promise<string> {
+  const parts = parseTemplate(template);
+  if (parts.every((p) => p.kind === 'text' || BARE_NAME.test(p.source))) return renderVariables(template, variables);
+  const once = sandbox({ ...options, workers: 1 });
+  try {
+    return await once.renderTrusted(template, variables);
+  } finally {
+    await once.close();
+  }
 }
 
 /** Find and load `.configu`, start the sandbox, resolve the settings. Throws ConfigurationError. */
@@ -60,7 +85,7 @@ export async function prepare(input: ServeInput): Promise<Prepared> {
       file,
       env: input.env,
       cwd: input.cwd,
-      render: (template, variables) => evaluator.renderTrusted(template, variables as Record<string, string>),
+      render: (template, variables) => renderConfigu(template, variables as Record<string, string>, sandboxOptions),
     });
     const settings = resolveSettings({
       flags: input.flags,
