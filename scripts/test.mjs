@@ -11,6 +11,8 @@ const run = (cmd, args, opts = {}) => {
 };
 
 run(process.execPath, [join(root, 'scripts/build.mjs')]);
+// Types first: tsx runs code it cannot type-check, so a type error would otherwise pass unnoticed.
+run(join(root, 'node_modules/.bin/tsc'), ['--noEmit', '-p', root]);
 // Optional service preparation steps (install/start etcd, Chromium, ...): scripts/test-setup-*.sh
 for (const f of readdirSync(join(root, 'scripts')).filter((f) => /^test-setup-.+\.sh$/.test(f)).sort()) {
   run('bash', [join(root, 'scripts', f)]);
