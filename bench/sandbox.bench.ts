@@ -24,7 +24,7 @@ const EXPRESSIONS = [
 ];
 for (let i = 0; i < 10; i++) {
   const key = `K${i}`;
-  configs[key] = { key, storedValue: String(8000 + i), value: 8000 + i, origin: 'store', cfgu: { test: EXPRESSIONS[i] }, labels: ['net'] };
+  configs[key] = { key, storedValue: String(8000 + i), value: 8000 + i, origin: 'store', cfgu: { test: EXPRESSIONS[i], label: 'net' }, labels: ['net'] };
   tests.push({ key, expressions: [EXPRESSIONS[i]!] });
 }
 const job: ExpressionJob = {
