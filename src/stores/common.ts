@@ -275,3 +275,17 @@ export class Lazy {
     this.ready = false;
   }
 }
+
+/**
+ * The secrets of a connection's settings (its `password`, and the password inside its `url`), which every message
+ * about that store must redact.
+ */
+export function connectionSecrets(options: { password?: string; url?: string }): (string | undefined)[] {
+  let fromUrl: string | undefined;
+  try {
+    fromUrl = options.url ? decodeURIComponent(new URL(options.url).password) || undefined : undefined;
+  } catch {
+    /* not a URL */
+  }
+  return [options.password, fromUrl];
+}

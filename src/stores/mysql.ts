@@ -10,7 +10,7 @@
 import type mysql from 'mysql2/promise';
 import { mysqlDriver } from './drivers.js';
 import { LimitError } from '../core/errors.js';
-import { configId, indexName } from './common.js';
+import { configId, indexName, connectionSecrets } from './common.js';
 import { SqlConfigStore } from './sql.js';
 import type { Config, ConfigQuery } from './types.js';
 
@@ -43,13 +43,7 @@ export class MysqlConfigStore extends SqlConfigStore {
   }
 
   protected secrets(): (string | undefined)[] {
-    let fromUrl: string | undefined;
-    try {
-      fromUrl = this.options.url ? decodeURIComponent(new URL(this.options.url).password) || undefined : undefined;
-    } catch {
-      /* not a URL */
-    }
-    return [this.options.password, fromUrl];
+    return connectionSecrets(this.options);
   }
 
   private makePool(): mysql.Pool {

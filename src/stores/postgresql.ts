@@ -9,7 +9,7 @@
  */
 import type pg from 'pg';
 import { pgDriver } from './drivers.js';
-import { configId, indexName } from './common.js';
+import { configId, indexName, connectionSecrets } from './common.js';
 import { SqlConfigStore } from './sql.js';
 import type { Config, ConfigQuery } from './types.js';
 
@@ -42,13 +42,7 @@ export class PostgresConfigStore extends SqlConfigStore {
   }
 
   protected secrets(): (string | undefined)[] {
-    let fromUrl: string | undefined;
-    try {
-      fromUrl = this.options.url ? decodeURIComponent(new URL(this.options.url).password) || undefined : undefined;
-    } catch {
-      /* not a URL */
-    }
-    return [this.options.password, fromUrl];
+    return connectionSecrets(this.options);
   }
 
   private makePool(): pg.Pool {

@@ -12,7 +12,7 @@
 import type { Redis, RedisOptions } from 'ioredis';
 import { redisDriver } from './drivers.js';
 import { StoreUnavailableError } from '../core/errors.js';
-import { Mutex, unavailable, withTimeout } from './common.js';
+import { Mutex, unavailable, withTimeout, connectionSecrets } from './common.js';
 import { applyKeyValueWrites, decodeKeyValue, storageKeys } from './key-value.js';
 import type { Config, ConfigQuery, ConfigStore } from './types.js';
 
@@ -42,13 +42,7 @@ export class RedisConfigStore implements ConfigStore {
   }
 
   private secrets(): (string | undefined)[] {
-    let fromUrl: string | undefined;
-    try {
-      fromUrl = this.options.url ? decodeURIComponent(new URL(this.options.url).password) || undefined : undefined;
-    } catch {
-      /* not a URL */
-    }
-    return [this.options.password, fromUrl];
+    return connectionSecrets(this.options);
   }
 
   private makeClient(): Redis {
