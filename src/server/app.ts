@@ -217,6 +217,8 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
         {
           method: request.method,
           path: pathOf(request.url),
+          // The client's address; behind a proxy, taken from X-Forwarded-For only when trustProxy allows it.
+          ip: request.ip,
           status: reply.statusCode,
           ms: Math.round(reply.elapsedTime * 100) / 100,
         },

@@ -308,3 +308,20 @@ describe('logs of failing requests never hold keys, values or overrides', () => 
     assert.doesNotMatch(raw(), /authorization/i);
   });
 });
+
+describe('trust proxy', () => {
+  test('the logged client address comes from X-Forwarded-For only when trustProxy is on', async () => {
+    for (const [trustProxy, expected] of [
+      [false, '127.0.0.1'],
+      [true, '203.0.113.7'],
+    ] as const) {
+      const { logger, lines } = capture();
+      const a = await app({ http: { trustProxy } }, logger);
+      const r = await a.inject({ method: 'GET', url: '/live', headers: { 'x-forwarded-for': '203.0.113.7' } });
+      assert.equal(r.statusCode, 200);
+      const line = lines().find((l) => l.msg === 'request');
+      assert.equal(line?.ip, expected, `trustProxy ${trustProxy}`);
+      await a.close();
+    }
+  });
+});
