@@ -25,7 +25,7 @@ import type { LoadedConfiguration } from '../config/types.js';
 import { createKeyChecker } from './auth.js';
 import { Lifecycle } from './lifecycle.js';
 import { BodyCache } from './body-cache.js';
-import { FORBIDDEN_PROPERTY, httpProblem, problem, PROBLEM_CONTENT_TYPE, PROBLEM_TYPES, toProblem, type Problem } from './problem.js';
+import { FORBIDDEN_PROPERTY, UNSUPPORTED_CHARSET, httpProblem, problem, PROBLEM_CONTENT_TYPE, PROBLEM_TYPES, toProblem, type Problem } from './problem.js';
 import {
   cfguSchema,
   evalCommandSchema,
@@ -137,6 +137,11 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   // prototype-poisoning guard (`__proto__`, `constructor.prototype`): say so (only this error path pays the re-parse).
   const bodies = new BodyCache();
   const jsonParser: typeof defaultJsonParser = (request, body, done) => {
+    // JSON is UTF-8 (RFC 8259); a body declared in another charset would be misread, so it is refused.
+    const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(request.headers['content-type'] ?? '')?.[1]?.toLowerCase();
+    if (charset !== undefined && charset !== 'utf-8' && charset !== 'utf8') {
+      return done(Object.assign(new Error('unsupported charset'), { statusCode: 415, code: UNSUPPORTED_CHARSET }), undefined);
+    }
     const cached = typeof body === 'string' ? bodies.get(body) : undefined;
     if (cached !== undefined) return done(null, cached);
     defaultJsonParser(request, body, (error, value) => {

@@ -188,6 +188,9 @@ export function toProblem(err: unknown, requestId: string): ProblemReply {
     }
     // Prototype-poisoning protection of the JSON parser: a `__proto__` property (or `constructor.prototype`) is
     // refused, even though `__proto__` matches the ConfigKey pattern.
+    if (fe.code === UNSUPPORTED_CHARSET) {
+      return { problem: httpProblem(415, 'the request body must be JSON in UTF-8 (Content-Type: application/json; charset=utf-8)') };
+    }
     if (fe.code === FORBIDDEN_PROPERTY) {
       return {
         problem: problem(400, T.invalidRequest, 'Invalid Request', 'the request body contains a `__proto__` or `constructor.prototype` property, which the server refuses'),
@@ -216,3 +219,6 @@ export function toProblem(err: unknown, requestId: string): ProblemReply {
 
 /** Error code of a JSON body refused by the prototype-poisoning guard (set by the JSON parser in app.ts). */
 export const FORBIDDEN_PROPERTY = 'CFGU_FORBIDDEN_PROPERTY';
+
+/** Error code of a JSON body declared in a charset other than UTF-8 (set by the JSON parser in app.ts). */
+export const UNSUPPORTED_CHARSET = 'CFGU_UNSUPPORTED_CHARSET';

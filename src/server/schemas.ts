@@ -224,7 +224,7 @@ const problemDescriptions: Record<number, string> = {
   404: 'No such route.',
   405: 'The route exists but not for this method. Comes with `Allow`.',
   413: 'The body, the number of commands or the number of keys of a schema is over the configured limit.',
-  415: 'The `Content-Type` is not JSON.',
+  415: 'The `Content-Type` is not JSON, or declares a charset other than UTF-8.',
   422: 'Evaluation failed: `errors` lists every failure (required, pattern, enum, schema, test, const, override).',
   500: 'Unexpected failure. The detail is in the server log under the request id.',
   503: 'A store cannot be reached or read and no backup could answer (`Retry-After` says when to retry), or the expression sandbox is down.',

@@ -138,6 +138,24 @@ describe('HTTP errors table: exact status and body for every row', () => {
     });
   });
 
+  test('415: JSON declared in a charset other than UTF-8; utf-8 and utf8 in any case are fine', async () => {
+    const a = await app();
+    const body = JSON.stringify([{ store: 'main', schema: { keys: { A: {} } } }]);
+    for (const type of ['application/json; charset=utf-16', 'application/json;charset="ISO-8859-1"']) {
+      const r = await a.inject({ method: 'POST', url: '/export', headers: { 'content-type': type }, payload: body });
+      exactly(r, 415, {
+        type: 'about:blank',
+        title: 'Unsupported Media Type',
+        status: 415,
+        detail: 'the request body must be JSON in UTF-8 (Content-Type: application/json; charset=utf-8)',
+      });
+    }
+    for (const type of ['application/json; charset=UTF-8', 'application/json; charset=utf8']) {
+      const r = await a.inject({ method: 'POST', url: '/export', headers: { 'content-type': type }, payload: body });
+      assert.equal(r.statusCode, 200, `${type}: ${r.body}`);
+    }
+  });
+
   test('415: a Content-Type other than JSON', async () => {
     const r = await post(await app(), '[]', { 'content-type': 'text/plain' });
     exactly(r, 415, { type: 'about:blank', title: 'Unsupported Media Type', status: 415, detail: 'the request body must be JSON (Content-Type: application/json)' });
