@@ -1,5 +1,5 @@
 /**
- * docs/cli.md's walkthrough, run as written: its files are written into an empty folder, its `$ ` command lines run
+ * The README's walkthrough, run as written: its files are written into an empty folder, its `$ ` command lines run
  * in one bash session (with `npx cfgu` being the built binary and the proxy's port replaced by a free one), and each
  * command's output (standard output and error together, as a terminal shows them) must equal the documented lines.
  */
@@ -33,9 +33,9 @@ interface Step {
 }
 
 function walkthrough(): { files: Array<{ name: string; text: string }>; steps: Step[] } {
-  const doc = readFileSync(join(ROOT, 'docs', 'cli.md'), 'utf8');
+  const doc = readFileSync(join(ROOT, 'README.md'), 'utf8');
   const start = doc.indexOf('\n## Walkthrough');
-  assert.ok(start !== -1, 'docs/cli.md has a Walkthrough section');
+  assert.ok(start !== -1, 'README.md has a Walkthrough section');
   const next = doc.indexOf('\n## ', start + 1);
   const section = doc.slice(start, next === -1 ? undefined : next);
   const files = [...section.matchAll(/<!-- file: (\S+) -->\n```\w*\n([\s\S]*?)```/g)].map((m) => ({ name: m[1]!, text: m[2]! }));
@@ -50,7 +50,7 @@ function walkthrough(): { files: Array<{ name: string; text: string }>; steps: S
   return { files, steps };
 }
 
-test('the docs/cli.md walkthrough runs as documented', { timeout: 120_000 }, async () => {
+test('the README walkthrough runs as documented', { timeout: 120_000 }, async () => {
   const { files, steps } = walkthrough();
   assert.deepEqual(files.map((f) => f.name), ['app.cfgu.json', '.configu']);
   assert.ok(steps.length >= 8, `found ${steps.length} commands`);
