@@ -29,7 +29,7 @@ import {
 } from '../core/index.js';
 import type { Cfgu, ConfigSchema, EvalResult, EvaluatedConfig, Origin } from '../core/index.js';
 import { createStoreRegistry, findConfigFile, loadConfiguration } from '../config/index.js';
-import { renderVariables } from '../config/render.js';
+import { onlyVariableNames, renderVariables } from '../config/render.js';
 import type { LoadedConfiguration, StoreRegistry } from '../config/types.js';
 import { createSandboxEvaluator, expressionOptionsFromEnv } from '../expressions/index.js';
 import type { ExpressionEvaluator, ExpressionJob, ExpressionResult } from '../expressions/types.js';
@@ -353,11 +353,7 @@ export class LazyEvaluator implements ExpressionEvaluator {
 
   /** Render a trusted template (`.configu`): bare variable names on the host, anything else in the sandbox. */
   async renderTrusted(template: string, vars: Record<string, unknown>): Promise<string> {
-    try {
-      return await renderVariables(template, vars);
-    } catch (e) {
-      if (!(e instanceof ConfigurationError)) throw e;
-    }
+    if (onlyVariableNames(template)) return renderVariables(template, vars);
     const s = await this.sandbox();
     if (!s.renderTrusted) throw new SandboxUnavailableError('the expression sandbox cannot render trusted templates');
     return String(await s.renderTrusted(template, vars));

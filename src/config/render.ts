@@ -12,6 +12,11 @@ export type TemplateRenderer = (text: string, variables: Record<string, unknown>
 
 const BARE_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
+/** True when every expression part of the template is a bare variable name (what `renderVariables` can render). */
+export function onlyVariableNames(text: string): boolean {
+  return parseTemplate(text).every((part) => part.kind === 'text' || BARE_NAME.test(part.source));
+}
+
 /** The default renderer: bare environment variable names only. */
 export async function renderVariables(text: string, variables: Record<string, unknown>): Promise<string> {
   let out = '';

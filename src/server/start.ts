@@ -15,8 +15,7 @@ import { ConfigurationError, StoreUnavailableError } from '../core/errors.js';
 import { createStoreRegistry, findConfigFile, loadConfiguration } from '../config/index.js';
 import type { LoadedConfiguration, StoreRegistry } from '../config/types.js';
 import { createSandboxEvaluator, expressionOptionsFromEnv, type SandboxOptions } from '../expressions/index.js';
-import { parseTemplate } from '../expressions/template.js';
-import { renderVariables } from '../config/render.js';
+import { onlyVariableNames, renderVariables } from '../config/render.js';
 import type { ExpressionEvaluator } from '../expressions/types.js';
 import { buildServer } from './app.js';
 import { Lifecycle } from './lifecycle.js';
@@ -38,8 +37,6 @@ export interface Prepared {
   evaluator: ExpressionEvaluator;
 }
 
-const BARE_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
-
 /**
  * Render `.configu` with the environment. The environment never enters the sandbox that serves requests: bare names
  * (`{{ DB_PASSWORD }}`) are substituted here, and a file with real expressions gets a sandbox of its own, used for
@@ -51,8 +48,7 @@ export async function renderConfigu(
   options: SandboxOptions,
   sandbox: (options: SandboxOptions) => Pick<ExpressionEvaluator, 'renderTrusted' | 'close'> = createSandboxEvaluator,
 ): Promise<string> {
-  const parts = parseTemplate(template);
-  if (parts.every((p) => p.kind === 'text' || BARE_NAME.test(p.source))) return renderVariables(template, variables);
+  if (onlyVariableNames(template)) return renderVariables(template, variables);
   const once = sandbox({ ...options, workers: 1 });
   try {
     return await once.renderTrusted(template, variables);
