@@ -17,11 +17,11 @@ import addFormats from 'ajv-formats';
 import { parseTemplate, stringifyTemplateValue } from './template.js';
 import { coerceValue, declaredTypeOf } from '../core/coerce.js';
 import { IMPORT_MESSAGE, failureResponse, labelsOf, type SandboxRequest, type SandboxResponse, type WireJob } from './protocol.js';
-import type { ConfigView, ConstOutcome, ExpressionFailureKind, ExpressionJob, TestOutcome } from './types.js';
+import type { ConfigView, ConstOutcome, ExpressionFailureKind, TestOutcome } from './types.js';
 
 // Intrinsics captured before any expression runs (and frozen by seal() anyway).
 const O = Object;
-const { freeze, defineProperty, getOwnPropertyDescriptor, getPrototypeOf, isFrozen } = Object;
+const { freeze, defineProperty, getOwnPropertyDescriptor, getPrototypeOf } = Object;
 const ownKeys = Reflect.ownKeys;
 const apply = Reflect.apply;
 const JSONparse = JSON.parse;
