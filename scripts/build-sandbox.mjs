@@ -19,6 +19,10 @@ export default async function buildSandbox({ root }) {
     target: 'es2022',
     minify: false,
     legalComments: 'none',
+    // The whole bundle is strict code: V8 hides a strict caller from `fn.caller` / `fn.arguments`, so a sloppy
+    // function an expression makes (with `Function(...)`) and hands to a library or to the runtime (a getter, a
+    // toString, a callback) cannot climb to the library's or runtime's frames and their arguments.
+    banner: { js: '"use strict";' },
     define: { 'process.env.NODE_ENV': '"production"', global: 'globalThis' },
     logLevel: 'warning',
   });

@@ -16,7 +16,7 @@ for (const file of readdirSync(join(root, 'scripts')).filter((f) => /^build-.+\.
 
 // Application entry points: each becomes dist/<name>.js.
 const entries = {
-  cli: 'src/cli/main.ts',
+  cli: 'src/cli/bin.ts',
   'sandbox-child': 'src/expressions/sandbox-child.ts',
 };
 const entryPoints = Object.fromEntries(

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Test preparation (run by `npm test`): make sure Debian's Chromium is at /usr/bin/chromium for the /docs browser
-# check (test/server/docs-browser.test.ts). Idempotent: does nothing when the binary is already there. When it can't
+# Test preparation (run by `npm test`): make sure a Chromium is on PATH for the /docs browser check
+# (test/server/docs-browser.test.ts, which also honours CHROMIUM_PATH). Idempotent: does nothing when one is
+# already there; otherwise installs Debian's package. When it can't
 # be installed (no root, no network) it says so and leaves the decision to the test, which skips loudly (and fails
 # under CI=true).
 set -uo pipefail
 
-if [ -x /usr/bin/chromium ]; then
+if [ -n "${CHROMIUM_PATH:-}" ] || command -v chromium >/dev/null 2>&1 || command -v chromium-browser >/dev/null 2>&1 \
+  || command -v google-chrome >/dev/null 2>&1 || command -v google-chrome-stable >/dev/null 2>&1; then
   exit 0
 fi
 

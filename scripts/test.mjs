@@ -1,4 +1,5 @@
-// `npm test`: build, prepare the services the suites need, then run every test file with node's test runner (tsx).
+// `npm test`: build, install what the suites need when missing, then run every test file with node's test runner (tsx).
+// Nothing here starts a service: tests that need a server of their own start it and stop it (test/helpers/private.ts).
 import { spawnSync } from 'node:child_process';
 import { readdirSync, statSync, existsSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
@@ -13,7 +14,9 @@ const run = (cmd, args, opts = {}) => {
 run(process.execPath, [join(root, 'scripts/build.mjs')]);
 // Types first: tsx runs code it cannot type-check, so a type error would otherwise pass unnoticed.
 run(join(root, 'node_modules/.bin/tsc'), ['--noEmit', '-p', root]);
-// Optional service preparation steps (install/start etcd, Chromium, ...): scripts/test-setup-*.sh
+// Layering (docs/architecture.md): src/core imports no other folder of src/, and folders form no cycle.
+run(process.execPath, [join(root, 'scripts/check-layers.mjs')]);
+// Optional install steps (etcd, Chromium, ...): scripts/test-setup-*.sh; they start nothing.
 for (const f of readdirSync(join(root, 'scripts')).filter((f) => /^test-setup-.+\.sh$/.test(f)).sort()) {
   run('bash', [join(root, 'scripts', f)]);
 }
@@ -32,4 +35,6 @@ if (!files.length) {
   process.exit(1);
 }
 const tsx = join(root, 'node_modules/.bin/tsx');
+const started = Date.now();
+process.on('exit', () => console.error(`cfgu test: ${files.length} file(s) in ${((Date.now() - started) / 1000).toFixed(1)} s`));
 run(existsSync(tsx) ? tsx : 'npx', existsSync(tsx) ? ['--test', '--test-reporter=spec', ...files] : ['tsx', '--test', ...files]);

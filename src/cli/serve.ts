@@ -1,12 +1,16 @@
 /**
  * `cfgu serve [--config PATH] [--port N] [--host ADDR] [--workers N]`: run the configuration proxy.
- * Start-up failures print one line naming the file and the property, and exit 1; never a stack.
+ * Start-up failures print one line naming the file and the property, never a stack, and exit with the error
+ * catalogue's code (2 for a bad configuration, 1 for anything else).
  */
 import cluster from 'node:cluster';
 import { parseArgs } from 'node:util';
 import { runPrimary, notifyPrimary } from '../server/cluster.js';
 import { createLogger } from '../server/logger.js';
 import { formatStartupError, prepare, startServer, type RunningServer, type ServeInput } from '../server/start.js';
+import { exitCodeFor } from '../core/error-catalogue.js';
+import { parseArgsMessage, rejectPositionals } from './args.js';
+import { processIO, type CommandIO } from './io.js';
 
 export const serveUsage = `Usage: cfgu serve [options]
 
@@ -23,7 +27,7 @@ Options:
 
 Every setting, its environment variable and its .configu property: docs/server.md.`;
 
-export async function serveCommand(argv: string[]): Promise<number> {
+export async function serveCommand(argv: string[], io: CommandIO = processIO()): Promise<number> {
   let parsed;
   try {
     parsed = parseArgs({
@@ -35,16 +39,19 @@ export async function serveCommand(argv: string[]): Promise<number> {
         workers: { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
-      allowPositionals: false,
+      allowPositionals: true,
       strict: true,
     });
+    rejectPositionals(parsed.positionals);
   } catch (e) {
-    process.stderr.write(`cfgu serve: ${(e as Error).message.split('\n')[0]}\n${serveUsage}\n`);
+    // The same words as the other commands' flag errors (args.ts), pointing at --help rather than printing it.
+    const message = e instanceof TypeError ? parseArgsMessage(e) : (e as Error).message;
+    io.stderr.write(`cfgu serve: ${message}\nRun "cfgu serve --help" for usage.\n`);
     return 2;
   }
   const v = parsed.values;
   if (v.help) {
-    process.stdout.write(`${serveUsage}\n`);
+    io.stdout.write(`${serveUsage}\n`);
     return 0;
   }
   const input: ServeInput = {
@@ -54,8 +61,8 @@ export async function serveCommand(argv: string[]): Promise<number> {
       ...(v.host !== undefined ? { host: v.host } : {}),
       ...(v.workers !== undefined ? { workers: v.workers } : {}),
     },
-    env: process.env,
-    cwd: process.cwd(),
+    env: io.env,
+    cwd: io.cwd,
   };
 
   const isWorker = cluster.isWorker && process.env.CFGU_CLUSTER_WORKER === '1';
@@ -64,7 +71,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
   try {
     prepared = await prepare(input);
   } catch (e) {
-    return startupFailed(e, isWorker);
+    return startupFailed(e, isWorker, io);
   }
 
   if (!isWorker && prepared.settings.workers > 1) {
@@ -84,7 +91,7 @@ export async function serveCommand(argv: string[]): Promise<number> {
       },
     }, log);
   } catch (e) {
-    return startupFailed(e, isWorker);
+    return startupFailed(e, isWorker, io);
   }
   const r = running;
   // In a cluster, Ctrl-C reaches every process; the primary also forwards SIGTERM. Both paths are idempotent.
@@ -102,12 +109,14 @@ export async function serveCommand(argv: string[]): Promise<number> {
   return r.done;
 }
 
-async function startupFailed(e: unknown, isWorker: boolean): Promise<number> {
+async function startupFailed(e: unknown, isWorker: boolean, io: CommandIO): Promise<number> {
   const line = formatStartupError(e);
+  const code = exitCodeFor(e);
   if (isWorker && process.send) {
-    await new Promise<void>((resolve) => process.send!({ cfgu: 'fatal', message: line }, undefined, {}, () => resolve()));
+    // The primary exits with the worker's code.
+    await new Promise<void>((resolve) => process.send!({ cfgu: 'fatal', message: line, code }, undefined, {}, () => resolve()));
   } else {
-    process.stderr.write(`${line}\n`);
+    io.stderr.write(`${line}\n`);
   }
-  return 1;
+  return code;
 }

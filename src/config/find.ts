@@ -5,6 +5,9 @@ import { dirname, join, resolve } from 'node:path';
 
 export const CONFIG_FILE_NAME = '.configu';
 
+/** What `serve`, `eval` and `upsert` say when `findConfigFile` finds nothing. */
+export const NO_CONFIG_FILE = 'no .configu file found: pass --config PATH, set CONFIGU_CONFIG, or create a .configu in this folder or a parent';
+
 export interface FindConfigFileOptions {
   /** `--config PATH` (relative to `cwd`). Returned even when it does not exist: loading reports that clearly. */
   explicit?: string | undefined;

@@ -1,5 +1,5 @@
 /** Public entry of the store-definition file: find, load, and build the stores it declares. */
-export { CONFIG_FILE_NAME, findConfigFile, type FindConfigFileOptions } from './find.js';
+export { CONFIG_FILE_NAME, NO_CONFIG_FILE, findConfigFile, type FindConfigFileOptions } from './find.js';
 export { defaultBackupPath, loadConfiguration, type LoadConfigurationOptions } from './load.js';
 export { renderVariables, type TemplateRenderer } from './render.js';
 export {

@@ -7,12 +7,13 @@ import { Ajv, type ErrorObject } from 'ajv';
 import { readFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
-import YAML from 'yaml';
 import { CfguError, ConfigurationError } from '../core/errors.js';
-import { createStore } from '../stores/index.js';
+import { createStore, STORE_SETTINGS } from '../stores/index.js';
 import { normaliseStoreType, STORE_TYPES } from '../stores/normalise.js';
-import { findConfigFile } from './find.js';
+import { NO_CONFIG_FILE, findConfigFile } from './find.js';
+import { parseYaml } from './yaml.js';
 import { renderVariables, type TemplateRenderer } from './render.js';
+import { unknownPropertyMessage } from './suggest.js';
 import type { LoadedConfiguration, StoreDefinition } from './types.js';
 
 export interface LoadConfigurationOptions {
@@ -106,7 +107,7 @@ function explain(errors: ErrorObject[], data: unknown): { message: string; prope
       const extra = String((e.params as { additionalProperty: string }).additionalProperty);
       const property = propertyPath(e.instancePath, extra);
       const known = e.instancePath === '' ? TOP_LEVEL : STORE_PROPS;
-      return { property, message: `unknown property "${property}" (allowed here: ${known.join(', ')})` };
+      return { property, message: unknownPropertyMessage(property, extra, known) };
     }
     case 'required': {
       const missing = String((e.params as { missingProperty: string }).missingProperty);
@@ -162,7 +163,7 @@ export async function loadConfiguration(options: LoadConfigurationOptions = {}):
   const file = options.file ? resolve(cwd, options.file) : findConfigFile({ env, cwd });
   if (!file) {
     throw new ConfigurationError(
-      'no .configu file found: pass --config PATH, set CONFIGU_CONFIG, or create a .configu in this folder or a parent',
+      NO_CONFIG_FILE,
       undefined,
       undefined,
     );
@@ -192,19 +193,12 @@ export async function loadConfiguration(options: LoadConfigurationOptions = {}):
     return fail(`cannot render the file with the environment: ${reason}`);
   }
 
-  let data: unknown;
-  const doc = YAML.parseDocument(text, { uniqueKeys: true, prettyErrors: true });
-  if (doc.errors.length) {
-    const err = doc.errors[0]!;
-    const pos = err.linePos?.[0];
-    const where = pos ? ` at line ${pos.line}, column ${pos.col}` : '';
-    return fail(`invalid YAML/JSON${where}: ${err.message.split('\n')[0]!.replace(/ at line \d+, column \d+:?$/, '')}`);
+  const parsed = parseYaml(text, 100);
+  if (!parsed.ok) {
+    const { line, column, message } = parsed.problem;
+    return fail(`invalid YAML/JSON${line ? ` at line ${line}, column ${column}` : ''}: ${message}`);
   }
-  try {
-    data = doc.toJS({ maxAliasCount: 100 });
-  } catch (e) {
-    return fail(`invalid YAML/JSON: ${(e as Error).message.split('\n')[0]}`);
-  }
+  let data = parsed.value;
   if (data === null || data === undefined) data = {};
   if (typeof data !== 'object' || Array.isArray(data)) {
     return fail(`the file must hold a mapping (object) with ${TOP_LEVEL.filter((p) => p !== '$schema').join(', ')}; found ${describe(data)}`);
@@ -228,6 +222,12 @@ export async function loadConfiguration(options: LoadConfigurationOptions = {}):
     const type = normaliseStoreType(def.type);
     if (!type) return fail(`${property}: unknown store type "${def.type}"; known types: ${STORE_TYPES.join(', ')}`, property);
     const configuration: Record<string, unknown> = { ...(def.configuration ?? {}) };
+    const known = STORE_SETTINGS[type];
+    for (const setting of Object.keys(configuration)) {
+      if (known.includes(setting)) continue;
+      const where = propertyPath(`/stores/${name.replace(/~/g, '~0').replace(/\//g, '~1')}/configuration`, setting);
+      return fail(unknownPropertyMessage(where, setting, known), where);
+    }
     for (const setting of PATH_SETTINGS[type] ?? []) {
       if (setting in configuration) configuration[setting] = resolvePathSetting(configuration[setting], folder, env);
     }

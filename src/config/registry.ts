@@ -1,8 +1,9 @@
 /**
- * The stores of a loaded `.configu`, built once at start-up (never per request). `init()` connects every store; a
- * store that cannot be reached is logged and left to reconnect on its own (each store kind retries on use), so an
- * unreachable database never prevents start-up. Requests resolve a store by declared name (or the default store);
- * the ResolvedStore wrapper adds the backup behaviour.
+ * The stores of a loaded `.configu`, built once at start-up (never per request). `init()` connects every store that
+ * has not answered yet; a store that cannot be reached is logged and left to reconnect on its own (each store kind
+ * retries on use), and `awaiting()` names the stores without a backup that have never answered, which the server
+ * waits for before it reports ready. Requests resolve a store by declared name (or the default store); the
+ * ResolvedStore wrapper adds the backup behaviour.
  */
 import { CfguError, StoreUnavailableError, UnknownStoreError } from '../core/errors.js';
 import { BackupDatabase } from '../stores/backup.js';
@@ -37,6 +38,8 @@ export interface StoreRegistryWithStatus extends StoreRegistry {
   status(): StoreStatus[];
   /** The backup database, when any store has `backup: true`. */
   readonly backup: BackupDatabase | undefined;
+  /** Stores without a backup that have not answered once yet (init or a request): the server is not ready. */
+  awaiting(): string[];
 }
 
 const stderrLogger: RegistryLogger = {
@@ -45,12 +48,14 @@ const stderrLogger: RegistryLogger = {
 
 class Resolved implements ResolvedStore {
   available = true;
+  /** The store has answered at least once (init or a request) since start-up. */
+  answered = false;
   problem: string | undefined;
   constructor(
     readonly name: string,
     readonly type: string,
     readonly store: ConfigStore,
-    private readonly backup: BackupDatabase | undefined,
+    readonly backup: BackupDatabase | undefined,
   ) {}
 
   private unavailable(e: unknown): CfguError {
@@ -64,6 +69,7 @@ class Resolved implements ResolvedStore {
 
   private ok(): void {
     this.available = true;
+    this.answered = true;
     this.problem = undefined;
   }
 
@@ -126,23 +132,29 @@ export function createStoreRegistry(loaded: LoadedConfiguration, options: StoreR
     async init() {
       closed = false;
       await Promise.all(
-        [...byName.values()].map(async (r) => {
-          try {
-            await r.store.init();
-            r.available = true;
-            r.problem = undefined;
-          } catch (e) {
-            const err = e instanceof CfguError ? e : new StoreUnavailableError(r.name, reasonOf(e));
-            r.available = false;
-            r.problem = err.message;
-            logger.warn(
-              { store: r.name, type: r.type, code: err.code },
-              `${err.message}; starting anyway, the store is retried when a request uses it`,
-            );
-          }
-        }),
+        [...byName.values()]
+          .filter((r) => !r.answered)
+          .map(async (r) => {
+            try {
+              await r.store.init();
+              r.available = true;
+              r.answered = true;
+              r.problem = undefined;
+            } catch (e) {
+              const err = e instanceof CfguError ? e : new StoreUnavailableError(r.name, reasonOf(e));
+              r.available = false;
+              r.problem = err.message;
+              logger.warn(
+                { store: r.name, type: r.type, code: err.code },
+                r.backup
+                  ? `${err.message}; its backup answers meanwhile, and the store is retried when a request uses it`
+                  : `${err.message}; retried until it answers`,
+              );
+            }
+          }),
       );
     },
+    awaiting: () => [...byName.values()].filter((r) => !r.answered && !r.backup).map((r) => r.name),
     async close() {
       if (closed) return;
       closed = true;

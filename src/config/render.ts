@@ -5,7 +5,7 @@
  * other expression is an error naming it.
  */
 import { ConfigurationError } from '../core/errors.js';
-import { parseTemplate } from '../expressions/template.js';
+import { parseTemplate } from '../core/template.js';
 
 /** Renders a template with variables. May be synchronous or asynchronous. */
 export type TemplateRenderer = (text: string, variables: Record<string, unknown>) => string | unknown | Promise<unknown>;

@@ -2,16 +2,33 @@
  * Coercion of stored strings to exported values. Pure and import-free: the sandbox bundle uses the same function for
  * `$.value`, so the host and the sandbox can never disagree.
  *
- * Rules (semantics.md, "The pipeline and the export"):
+ * Rules (the export of POST /export and `cfgu export`):
  * - the string is parsed as JSON; a number, boolean, object or array is used; anything else (plain text, invalid
  *   JSON, `null`, a JSON string such as `"\"q\""`) stays the original string;
  * - a number is used only when its JSON text is the canonical form of a double that survives the round trip
  *   (`"1.0"` -> 1 is allowed, `"12345678901234567890"` and `"1e400"` stay strings);
  * - when the key declares `schema.type`, that type wins: a string type keeps the string; a number/integer/boolean/
- *   object/array type uses the parsed value only when it has that type.
+ *   object/array type uses the parsed value only when it has that type;
+ * - an object or array nested more than MAX_VALUE_DEPTH levels stays the original string (serialising or comparing
+ *   it would overflow the stack).
  */
 
 export type JsonValue = string | number | boolean | null | JsonValue[] | { [k: string]: JsonValue };
+
+/** Deepest nesting of arrays and objects a coerced value may have (`[]` is 1 level, `[[]]` 2). */
+export const MAX_VALUE_DEPTH = 64;
+
+/** True when `value` nests arrays and objects deeper than `max`. Iterative, stops as soon as it knows. */
+function deeperThan(value: unknown, max: number): boolean {
+  const stack: Array<[unknown, number]> = [[value, 1]];
+  while (stack.length) {
+    const [v, depth] = stack.pop()!;
+    if (depth > max) return true;
+    const children = Array.isArray(v) ? v : Object.values(v as Record<string, unknown>);
+    for (const c of children) if (c !== null && typeof c === 'object') stack.push([c, depth + 1]);
+  }
+  return false;
+}
 
 const NUMBER_TEXT = /^-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?$/;
 
@@ -98,6 +115,9 @@ export function coerceValue(stored: string, declaredType?: unknown): JsonValue {
   } else if (kind === 'boolean') {
     if (stored !== 'true' && stored !== 'false') return stored;
   } else if (kind !== 'object' && kind !== 'array') {
+    return stored;
+  } else if (stored.length > 2 * MAX_VALUE_DEPTH && deeperThan(parsed, MAX_VALUE_DEPTH)) {
+    // A value that deep needs at least two characters a level: shorter texts skip the walk.
     return stored;
   }
   if (types) {

@@ -54,6 +54,10 @@ export const ErrorCodes = {
   INVALID_CONFIGURATION: 'CFGU_INVALID_CONFIGURATION',
   /** The expression sandbox could not run at all (not the fault of the expression). */
   SANDBOX_UNAVAILABLE: 'CFGU_SANDBOX_UNAVAILABLE',
+  /** The expression sandbox's queue is full (for everyone, or for this client): retry later. */
+  SANDBOX_BUSY: 'CFGU_SANDBOX_BUSY',
+  /** A request's expressions used up its budget (CPU time, sandbox restarts). */
+  BUDGET_EXCEEDED: 'CFGU_BUDGET_EXCEEDED',
 } as const;
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
@@ -145,6 +149,28 @@ export class SandboxUnavailableError extends CfguError {
   constructor(message: string) {
     super(ErrorCodes.SANDBOX_UNAVAILABLE, message);
     this.name = 'SandboxUnavailableError';
+  }
+}
+
+export class SandboxBusyError extends CfguError {
+  /** Seconds after which a retry makes sense (the `Retry-After` header). */
+  readonly retryAfter: number;
+  constructor(message: string, retryAfter = 1) {
+    super(ErrorCodes.SANDBOX_BUSY, message);
+    this.name = 'SandboxBusyError';
+    this.retryAfter = retryAfter;
+  }
+}
+
+/** Which budget of a request ran out. */
+export type BudgetRule = 'cpu-budget' | 'restart-budget';
+
+export class BudgetExceededError extends CfguError {
+  readonly rule: BudgetRule;
+  constructor(rule: BudgetRule, message: string) {
+    super(ErrorCodes.BUDGET_EXCEEDED, message);
+    this.name = 'BudgetExceededError';
+    this.rule = rule;
   }
 }
 

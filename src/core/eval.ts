@@ -1,15 +1,15 @@
 /**
- * Evaluation of EvalCommands and pipelines (semantics.md, "One EvalCommand" and "The pipeline and the export").
+ * Evaluation of EvalCommands and pipelines (the steps are described in docs/engine.md).
  *
  * Per pipeline: every command is checked first (schema, set, store; all input problems reported together), then
  * every store read is started at once (reads do not depend on the pipe), then the commands are evaluated in order.
  * Per command: empty -> store -> override -> default -> pipe -> const -> validate. Expressions and untrusted regular
  * expressions run in the sandbox, one round trip per command, and only for commands that have any.
  */
-import isEqual from 'lodash/isEqual.js';
 import {
   ErrorCodes,
   InputError,
+  LimitError,
   SandboxUnavailableError,
   ValidationError,
   type EvalFailure,
@@ -18,10 +18,20 @@ import {
 } from './errors.js';
 import { parseSet, keyProblem, setOwn, truncate, type ParsedSet } from './names.js';
 import { prepareSchema, stringifyValue, type PreparedKey, type PreparedSchema } from './schema.js';
-import { coerceValue, declaredTypeOf } from './coerce.js';
-import type { Cfgu, EvalCommandInput, EvalResult, EvaluatedConfig, PipelineOutcome } from './types.js';
-import type { Config, ConfigQuery, ResolvedStore, StoreResolver } from '../stores/types.js';
-import type { ConfigView, ExpressionEvaluator, ExpressionJob, ExpressionResult } from '../expressions/types.js';
+import { declaredTypeOf } from './coerce.js';
+import { viewOf } from './view.js';
+import type { EvalCommandInput, EvalResult, EvaluatedConfig, PipelineOutcome } from './types.js';
+import type {
+  Config,
+  ConfigQuery,
+  ConfigView,
+  ExpressionEvaluator,
+  ExpressionJob,
+  ExpressionResult,
+  ResolvedStore,
+  RunContext,
+  StoreResolver,
+} from './ports.js';
 
 export interface EngineDeps {
   /** Resolves store names; required unless `defaultsOnly`. */
@@ -30,11 +40,77 @@ export interface EngineDeps {
   expressions?: ExpressionEvaluator;
   /** Evaluate schema defaults (and overrides, pipe, const) without querying any store (`cfgu eval --defaults`). */
   defaultsOnly?: boolean;
+  /** Passed with every sandbox job: who the pipeline runs for and its budget account (PipelineOptions.context). */
+  context?: RunContext;
 }
+
+/**
+ * Bounds of one request's host-side work, checked before the work is done (413, LimitError) or as soon as an
+ * expression's output is known (422, rule `const`). The server takes them from its settings (docs/engine.md).
+ */
+export interface EngineLimits {
+  /** Most segments of a set path. */
+  setDepth: number;
+  /** Most store entries a pipeline reads: each command's store keys times the sets of its hierarchy, summed. */
+  lookups: number;
+  /** Longest `const` template, in UTF-8 bytes. */
+  templateBytes: number;
+  /** Most expression parts (`{{ }}`, `<% %>`) in one `const` template. */
+  templateExpressions: number;
+  /** Largest value one `const` may compute, in UTF-8 bytes. */
+  valueBytes: number;
+  /** Largest total of the values computed by `const` that a request holds at once (the pipe carries them), in bytes. */
+  outputBytes: number;
+}
+
+export const DEFAULT_ENGINE_LIMITS: Readonly<EngineLimits> = Object.freeze({
+  setDepth: 32,
+  lookups: 250_000,
+  templateBytes: 64 * 1024,
+  templateExpressions: 256,
+  valueBytes: 1024 * 1024,
+  outputBytes: 4 * 1024 * 1024,
+});
 
 export interface PipelineOptions {
   /** A result to pipe into the first command (the CLI's stdin). */
   pipe?: EvalResult;
+  /** Who the pipeline runs for and its budget account: passed with every sandbox job (queueing, request budget). */
+  context?: RunContext;
+  /** Limits of this request; DEFAULT_ENGINE_LIMITS for any left out. */
+  limits?: Partial<EngineLimits>;
+}
+
+/** What one request has spent of its output limits. */
+interface OutputBudget {
+  limits: EngineLimits;
+  /** UTF-8 sizes of const values, by the evaluated entry that holds them (entries travel by reference in the pipe). */
+  sizes: WeakMap<EvaluatedConfig, number>;
+  /** Set when a limit was hit: the commands after this one are not evaluated. */
+  exceeded: boolean;
+}
+
+function resolveLimits(limits: Partial<EngineLimits> | undefined): EngineLimits {
+  const out = { ...DEFAULT_ENGINE_LIMITS };
+  for (const name of Object.keys(out) as Array<keyof EngineLimits>) {
+    const v = limits?.[name];
+    if (typeof v === 'number' && v >= 0) out[name] = v;
+  }
+  return out;
+}
+
+const utf8Length = (text: string): number => Buffer.byteLength(text, 'utf8');
+
+/** Segments of a set path as parseSet counts them, without building its hierarchy (which grows with depth squared). */
+function setDepth(input: unknown): number {
+  if (typeof input !== 'string') return 0;
+  let path = input.trim();
+  if (path.startsWith('/')) path = path.slice(1);
+  if (path.endsWith('/')) path = path.slice(0, -1);
+  if (path === '') return 0;
+  let n = 1;
+  for (let i = path.indexOf('/'); i !== -1; i = path.indexOf('/', i + 1)) n++;
+  return n;
 }
 
 /** A command after its input was checked. */
@@ -52,7 +128,11 @@ export async function evaluatePipeline(
   deps: EngineDeps,
   options: PipelineOptions = {},
 ): Promise<PipelineOutcome> {
-  const checked = checkCommands(commands, deps);
+  const limits = resolveLimits(options.limits);
+  const checked = checkCommands(commands, deps, limits);
+  const budget: OutputBudget = { limits, sizes: new WeakMap(), exceeded: false };
+  // Every sandbox job of this pipeline carries the request's context (its client for queueing, its budget account).
+  if (options.context) deps = { ...deps, context: options.context };
   const backupStores = new Set<string>();
   // Start every store read now: reads depend only on the command, not on the pipe.
   const reads = checked.map((c) => readStore(c, backupStores));
@@ -63,13 +143,14 @@ export async function evaluatePipeline(
   let result: EvalResult | undefined = options.pipe;
   for (const command of checked) {
     const stored = await reads[command.index]!;
-    result = await evaluateChecked(command, stored, result, deps, failures);
+    result = await evaluateChecked(command, stored, result, deps, failures, budget);
+    if (budget.exceeded) break;
   }
   if (failures.length) throw new ValidationError(failures);
   return { result: result ?? {}, backupStores: [...backupStores] };
 }
 
-function checkCommands(commands: readonly EvalCommandInput[], deps: EngineDeps): CheckedCommand[] {
+function checkCommands(commands: readonly EvalCommandInput[], deps: EngineDeps, limits: EngineLimits): CheckedCommand[] {
   if (!Array.isArray(commands) || commands.length === 0) {
     throw new InputError(ErrorCodes.INVALID_INPUT, 'a pipeline must be a non-empty array of commands', [
       { path: '', message: 'expected a non-empty array of commands' },
@@ -83,16 +164,18 @@ function checkCommands(commands: readonly EvalCommandInput[], deps: EngineDeps):
       issues.push({ path: `/${index}`, message: `command ${index} must be an object` });
       return;
     }
+    // Limits first: over one, the request is 413 whatever else is wrong with it, and nothing costly has run.
+    const depth = setDepth(command.set);
+    if (depth > limits.setDepth) throw new LimitError(`command ${index}: the set path has ${depth} segments; the limit is ${limits.setDepth}`);
     let schema: PreparedSchema | undefined;
     try {
       schema = prepareSchema(command.schema, `/${index}/schema`);
     } catch (e) {
+      // Nesting is bounded before any recursive step (schema.ts), so nothing else here is the client's fault.
       if (e instanceof InputError) issues.push(...e.issues);
-      // A value nested deeply enough to overflow the recursive checks (`default` compared with `enum` items) is a bad
-      // schema, not a server error.
-      else if (e instanceof RangeError && /call stack/i.test(e.message)) issues.push({ path: `/${index}/schema`, message: 'the schema is nested too deeply' });
       else throw e;
     }
+    if (schema) checkTemplates(index, schema, limits);
     const set = parseSet(command.set ?? '');
     if ('problem' in set) issues.push({ path: `/${index}/set`, message: set.problem });
     const overrides = command.configs ?? {};
@@ -110,6 +193,11 @@ function checkCommands(commands: readonly EvalCommandInput[], deps: EngineDeps):
     }
     if (schema && !('problem' in set)) checked.push({ index, schema, set, store, overrides: overrides as Record<string, unknown> });
   });
+  let lookups = 0;
+  for (const c of checked) if (c.store) lookups += c.set.hierarchy.length * c.schema.storeKeys.length;
+  if (lookups > limits.lookups) {
+    throw new LimitError(`the pipeline reads ${lookups} store entries (each command's keys times the sets of its hierarchy); the limit is ${limits.lookups}`);
+  }
   if (issues.length) {
     throw new InputError(
       issues.some((i) => /\/schema/.test(i.path)) ? ErrorCodes.INVALID_SCHEMA : issues.some((i) => /\/set$/.test(i.path)) ? ErrorCodes.INVALID_SET : ErrorCodes.INVALID_INPUT,
@@ -121,6 +209,20 @@ function checkCommands(commands: readonly EvalCommandInput[], deps: EngineDeps):
   return checked;
 }
 
+function checkTemplates(index: number, schema: PreparedSchema, limits: EngineLimits): void {
+  for (const p of schema.keys) {
+    if (!p.isConst) continue;
+    if (p.templateBytes > limits.templateBytes) {
+      throw new LimitError(`command ${index}: the \`const\` of key "${truncate(p.key)}" is ${p.templateBytes} bytes long; the limit is ${limits.templateBytes}`);
+    }
+    if (p.templateExpressions > limits.templateExpressions) {
+      throw new LimitError(
+        `command ${index}: the \`const\` of key "${truncate(p.key)}" has ${p.templateExpressions} expressions; the limit is ${limits.templateExpressions}`,
+      );
+    }
+  }
+}
+
 async function readStore(command: CheckedCommand, backupStores: Set<string>): Promise<Config[]> {
   const { store, schema, set } = command;
   if (!store || schema.storeKeys.length === 0) return [];
@@ -129,10 +231,6 @@ async function readStore(command: CheckedCommand, backupStores: Set<string>): Pr
   const answer = await store.read(queries);
   if (answer.fromBackup) backupStores.add(store.name);
   return answer.configs;
-}
-
-function labelsOf(cfgu: Cfgu): string[] {
-  return cfgu.label === undefined ? [] : Array.isArray(cfgu.label) ? cfgu.label : [cfgu.label];
 }
 
 /** Steps 1-5: empty, store, override, default, pipe. Pure and synchronous. */
@@ -239,27 +337,17 @@ function sandboxSchemaExpression(schema: Record<string, unknown>): string {
   return `JSONSchema.validate(${JSON.stringify(schema)}, $.value)`;
 }
 
-function viewOf(e: EvaluatedConfig): ConfigView {
-  return {
-    key: e.key,
-    storedValue: e.value,
-    value: coerceValue(e.value, declaredTypeOf(e.cfgu)),
-    origin: e.origin,
-    cfgu: e.cfgu as Record<string, unknown>,
-    labels: labelsOf(e.cfgu),
-  };
-}
-
 async function evaluateChecked(
   command: CheckedCommand,
   stored: readonly Config[],
   pipe: EvalResult | undefined,
   deps: EngineDeps,
   failures: EvalFailure[],
+  budget: OutputBudget,
 ): Promise<EvalResult> {
   const from = failures.length;
   const result = evaluateValues(command, stored, pipe, failures);
-  await computeAndValidate(command, result, deps, failures, { only: undefined, required: true });
+  await computeAndValidate(command, result, deps, failures, { only: undefined, required: true }, budget);
   sortFailures(failures, from, command.schema);
   return result;
 }
@@ -287,6 +375,7 @@ async function computeAndValidate(
   deps: EngineDeps,
   failures: EvalFailure[],
   scope: ValidateScope,
+  budget: OutputBudget,
 ): Promise<void> {
   const { schema, index } = command;
   for (const [key, cycle] of schema.constCycles) {
@@ -340,18 +429,35 @@ async function computeAndValidate(
       consts,
       tests,
     };
-    const outcome: ExpressionResult = await deps.expressions.run(job);
+    const outcome: ExpressionResult = await deps.expressions.run(job, deps.context);
+    // Output limits: what this job computes, plus the const values the request already holds from earlier commands.
+    const computing = new Set(consts.map((c) => c.key));
+    let held = 0;
+    for (const key of Object.keys(result)) {
+      const e = result[key]!;
+      if (e.origin === 'const' && !computing.has(key)) held += budget.sizes.get(e) ?? utf8Length(e.value);
+    }
     for (const c of outcome.consts) {
       const e = result[c.key];
       if (!e) continue;
-      if (c.ok) {
-        e.value = c.value;
-        e.origin = 'const';
-        e.set = command.set.path;
-      } else {
+      if (!c.ok) {
         failedConsts.add(c.key);
         failures.push({ command: index, key: c.key, rule: 'const', message: `\`const\` of key "${c.key}" failed: ${c.message}` });
+        continue;
       }
+      const size = utf8Length(c.value);
+      const over = outputProblem(c.key, size, held, budget);
+      if (over) {
+        budget.exceeded = true;
+        failedConsts.add(c.key);
+        failures.push({ command: index, key: c.key, rule: 'const', message: over });
+        continue;
+      }
+      held += size;
+      budget.sizes.set(e, size);
+      e.value = c.value;
+      e.origin = 'const';
+      e.set = command.set.path;
     }
     for (const t of outcome.tests) {
       if (t.ok || failedConsts.has(t.key)) continue;
@@ -371,24 +477,25 @@ async function computeAndValidate(
       }
       continue;
     }
-    if (p.enumValues && !enumAccepts(p.enumValues, e)) {
+    if (p.enumRule && !p.enumRule.accepts(e.value, declaredTypeOf(e.cfgu))) {
       failures.push({
         command: index,
         key: p.key,
         rule: 'enum',
-        message: `the value of key "${p.key}" is not one of the allowed values: ${truncate(p.enumValues.map((v) => JSON.stringify(v)).join(', '), 200)}`,
+        message: `the value of key "${p.key}" is not one of the allowed values: ${truncate(p.enumRule.items.map((v) => JSON.stringify(v)).join(', '), 200)}`,
       });
     }
   }
 }
 
-function enumAccepts(items: readonly unknown[], e: EvaluatedConfig): boolean {
-  const value = coerceValue(e.value, declaredTypeOf(e.cfgu));
-  for (const item of items) {
-    if (typeof item === 'string' && item === e.value) return true;
-    if (isEqual(item, value)) return true;
+/** Why a const value of `size` bytes goes over an output limit when the request already holds `held`, if it does. */
+function outputProblem(key: string, size: number, held: number, budget: OutputBudget): string | undefined {
+  const { valueBytes, outputBytes } = budget.limits;
+  if (size > valueBytes) return `the value of \`const\` of key "${key}" is ${size} bytes; the limit is ${valueBytes}`;
+  if (held + size > outputBytes) {
+    return `the value of \`const\` of key "${key}" brings the values computed by \`const\` in this request to ${held + size} bytes; the limit is ${outputBytes}`;
   }
-  return false;
+  return undefined;
 }
 
 function checkMessage(check: PlannedCheck, kind: string | undefined, message: string | undefined, p: PreparedKey): string {
@@ -468,10 +575,14 @@ export async function upsert(input: UpsertInput): Promise<{ changes: UpsertChang
   const result = evaluateValues(command, stored, undefined, failures);
   // A deleted key is empty at this set whatever the ancestors hold.
   for (const k of keys) if (assigned[k] === '') setOwn(result, k, { ...result[k]!, value: '', origin: 'empty' });
-  await computeAndValidate(command, result, { expressions: input.expressions }, failures, {
-    only: new Set(keys.filter((k) => assigned[k] !== '')),
-    required: false,
-  });
+  await computeAndValidate(
+    command,
+    result,
+    { expressions: input.expressions },
+    failures,
+    { only: new Set(keys.filter((k) => assigned[k] !== '')), required: false },
+    { limits: resolveLimits(undefined), sizes: new WeakMap(), exceeded: false },
+  );
   sortFailures(failures, 0, schema);
   if (failures.length) throw new ValidationError(failures);
 

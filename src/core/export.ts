@@ -1,4 +1,4 @@
-/** The export: hidden keys left out, every value coerced (semantics.md, "The pipeline and the export"). */
+/** The export: hidden keys left out, every value coerced (coerce.ts). */
 import { coerceValue, declaredTypeOf } from './coerce.js';
 import { setOwn } from './names.js';
 import { evaluatePipeline, type EngineDeps, type PipelineOptions } from './eval.js';

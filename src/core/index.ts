@@ -5,10 +5,13 @@
  *                                            { stores, expressions });
  */
 export { exportPipeline, exportResult } from './export.js';
-export { evaluatePipeline, upsert, pipeWinner, type EngineDeps, type PipelineOptions, type UpsertInput, type UpsertChange } from './eval.js';
-export { prepareSchema, validateSchema, stringifyValue, type PreparedSchema, type PreparedKey } from './schema.js';
-export { parseSet, keyProblem, isValidKey, normaliseName, type ParsedSet } from './names.js';
+export { evaluatePipeline, upsert, pipeWinner, DEFAULT_ENGINE_LIMITS, type EngineDeps, type EngineLimits, type PipelineOptions, type UpsertInput, type UpsertChange } from './eval.js';
+export { prepareSchema, validateSchema, stringifyValue, configureSchemaCache, schemaCacheStats, EnumRule, type PreparedSchema, type PreparedKey } from './schema.js';
+export { parseSet, keyProblem, normaliseName, type ParsedSet } from './names.js';
 export { coerceValue, declaredTypeOf } from './coerce.js';
+export { labelsOf, viewOf } from './view.js';
 export { freezeDeep, isDeepFrozen } from './frozen.js';
 export * from './errors.js';
+export * from './error-catalogue.js';
 export type * from './types.js';
+export * from './ports.js';

@@ -1,4 +1,4 @@
-/** ConfigKey and ConfigSet path rules (semantics.md, "Terms"). */
+/** ConfigKey and ConfigSet path rules (docs/engine.md). */
 import camelCase from 'lodash/camelCase.js';
 
 export const KEY_PATTERN = /^[A-Za-z0-9_-]+$/;
@@ -20,10 +20,6 @@ export function keyProblem(key: string): string | undefined {
   if (!KEY_PATTERN.test(key)) return `key "${truncate(key)}" must match ^[A-Za-z0-9_-]+$`;
   if (RESERVED.has(normaliseName(key))) return `key "${key}" is a reserved word`;
   return undefined;
-}
-
-export function isValidKey(key: string): boolean {
-  return keyProblem(key) === undefined;
 }
 
 export interface ParsedSet {

@@ -2,10 +2,16 @@
  * The expression evaluator: a small pool of child processes, each owning one isolated-vm isolate with the libraries
  * loaded once and the realm sealed. The host only does IPC: one JSON line to a child per job, one line back.
  *
- * - A child evaluates one job at a time; jobs wait in a FIFO queue for an idle child.
- * - Time: isolated-vm's `timeout` inside the child, plus a host watchdog (budget + margin) that kills a stuck child.
- * - Memory: the isolate's memory limit; a child that dies (V8 fatal out-of-memory) is replaced, and only its in-flight
- *   job fails (`memory-limit`). A child killed by the watchdog fails its job with `time-limit`.
+ * - Queue: one queue per client (RunContext.client), served by cost (see `vtime`); bounded in total and per client (a full queue
+ *   refuses at once with SandboxBusyError). Each child evaluates one job at a time; a few are written ahead to it.
+ * - Time: the child counts each job's own CPU time against the budget (see WALL_FACTORS); a host watchdog kills a
+ *   child that stops answering at all.
+ * - Memory: the isolate's memory limit; a child whose isolate was disposed answers for the job that did it and makes a
+ *   new isolate in the same process ("renewal"), as does a child whose heap is left too full after a job. A child
+ *   that really dies (V8 fatal error) is replaced by a new process. The warm spares take over at once meanwhile.
+ * - Blame: a job fails with a limit only when it was the job running; a job at the head of a child that died without
+ *   saying why (no V8 fatal report: killed from outside, say) is run once more elsewhere before it is blamed.
+ * - Budget: the jobs of one request (RunContext.usage) share a CPU-time and a restart budget.
  */
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import { existsSync } from 'node:fs';
@@ -13,53 +19,96 @@ import { dirname, join } from 'node:path';
 import type { Socket } from 'node:net';
 import type { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { SandboxUnavailableError } from '../core/errors.js';
+import { BudgetExceededError, ConfigurationError, SandboxBusyError, SandboxUnavailableError } from '../core/errors.js';
 import { ExpressionError } from './errors.js';
-import { encodeJob, failureResponse, memoryLimitMessage, timeLimitMessage, type SandboxRequest, type SandboxResponse } from './protocol.js';
-import type { ExpressionEvaluator, ExpressionJob, ExpressionResult } from './types.js';
+import {
+  FLUSH_LINE,
+  encodeJob,
+  failureResponse,
+  memoryLimitMessage,
+  timeLimitMessage,
+  watchdogMs,
+  type AnswerMeta,
+  type ChildNotice,
+  type OverloadedAnswer,
+  type SandboxRequest,
+  type SandboxResponse,
+} from './protocol.js';
+import type { ExpressionEvaluator, ExpressionJob, ExpressionResult, RequestUsage, RunContext } from './types.js';
 
 export * from './types.js';
 export { ExpressionError } from './errors.js';
 
 export interface SandboxOptions {
-  /** Number of child processes (each runs one job at a time). Default 2. */
+  /** Number of child processes that run jobs (each one job at a time). Default 2. */
   workers?: number;
-  /** Time budget of one job (all its consts and tests), in ms. Default 100. */
+  /** CPU-time budget of one job (all its consts and tests), in ms. Default 100. */
   timeoutMs?: number;
   /** Heap limit of each isolate, in MB. Default 64. */
   memoryMb?: number;
+  /** Children started and sealed ahead, idle, to replace one that dies or renews its isolate without a wait. Default 1. */
+  spares?: number;
+  /** Jobs waiting for a child, all clients together; beyond it a job is refused (SandboxBusyError). Default 1000. */
+  queueLimit?: number;
+  /** Jobs waiting for a child, per client. Default 100. */
+  clientQueueLimit?: number;
+  /** CPU time of all the jobs of one request (RunContext.usage), in ms. Default 1000. */
+  requestCpuMs?: number;
+  /** Sandboxes (isolates or children) that the jobs of one request may kill or make renew. Default 2. */
+  requestRestarts?: number;
 }
 
-export const DEFAULT_SANDBOX_OPTIONS: Required<SandboxOptions> = { workers: 2, timeoutMs: 100, memoryMb: 64 };
+export const DEFAULT_SANDBOX_OPTIONS: Required<SandboxOptions> = {
+  workers: 2,
+  timeoutMs: 100,
+  memoryMb: 64,
+  spares: 1,
+  queueLimit: 1000,
+  clientQueueLimit: 100,
+  requestCpuMs: 1000,
+  requestRestarts: 2,
+};
 
 /** The sandbox evaluator: the contract plus start-up and introspection helpers. */
 export interface SandboxEvaluator extends ExpressionEvaluator {
-  /** Resolves when every child has started (loaded and sealed its isolate). */
+  /** Resolves when every child (spares included) has started (loaded and sealed its isolate). */
   ready(): Promise<void>;
   /** The effective limits. */
   readonly options: Readonly<Required<SandboxOptions>>;
-  /** Process ids of the live children (for tests and diagnostics). */
+  /** Process ids of the live children that run jobs (for tests and diagnostics). */
   pids(): number[];
+  /** Isolates renewed in place (memory limit, full heap) and child processes started, since the pool started. */
+  replacements(): { renewals: number; spawns: number };
+  /** Process ids of the warm spares. */
+  sparePids(): number[];
+  /** Jobs waiting for a child, per client (for tests and diagnostics). */
+  queued(): Record<string, number>;
 }
 
-/** Read the sandbox limits from the environment (`CONFIGU_EXPRESSION_TIMEOUT_MS`, `..._MEMORY_MB`, `..._WORKERS`). */
+/** The environment variables of the sandbox options, with their bounds. */
+const ENV_OPTIONS: Array<[keyof SandboxOptions, string, number, number]> = [
+  ['timeoutMs', 'CONFIGU_EXPRESSION_TIMEOUT_MS', 1, 60_000],
+  ['memoryMb', 'CONFIGU_EXPRESSION_MEMORY_MB', 8, 4096],
+  ['workers', 'CONFIGU_EXPRESSION_WORKERS', 1, 256],
+  ['spares', 'CONFIGU_EXPRESSION_SPARES', 0, 16],
+  ['queueLimit', 'CONFIGU_EXPRESSION_QUEUE_LIMIT', 1, 1_000_000],
+  ['clientQueueLimit', 'CONFIGU_EXPRESSION_CLIENT_QUEUE_LIMIT', 1, 1_000_000],
+  ['requestCpuMs', 'CONFIGU_EXPRESSION_REQUEST_CPU_MS', 1, 3_600_000],
+  ['requestRestarts', 'CONFIGU_EXPRESSION_REQUEST_RESTARTS', 0, 1000],
+];
+
+/** Read the sandbox options from the environment (`CONFIGU_EXPRESSION_*`, see ENV_OPTIONS). */
 export function expressionOptionsFromEnv(env: Record<string, string | undefined> = process.env): SandboxOptions {
-  const read = (name: string, min: number, max: number): number | undefined => {
+  const out: SandboxOptions = {};
+  for (const [option, name, min, max] of ENV_OPTIONS) {
     const raw = env[name];
-    if (raw === undefined || raw.trim() === '') return undefined;
+    if (raw === undefined || raw.trim() === '') continue;
     const n = Number(raw);
     if (!Number.isInteger(n) || n < min || n > max) {
-      throw new RangeError(`${name} must be an integer from ${min} to ${max} (got "${raw}")`);
+      throw new ConfigurationError(`${name} must be an integer from ${min} to ${max} (got "${raw}")`, undefined, name);
     }
-    return n;
-  };
-  const out: SandboxOptions = {};
-  const timeoutMs = read('CONFIGU_EXPRESSION_TIMEOUT_MS', 1, 60_000);
-  const memoryMb = read('CONFIGU_EXPRESSION_MEMORY_MB', 8, 4096);
-  const workers = read('CONFIGU_EXPRESSION_WORKERS', 1, 256);
-  if (timeoutMs !== undefined) out.timeoutMs = timeoutMs;
-  if (memoryMb !== undefined) out.memoryMb = memoryMb;
-  if (workers !== undefined) out.workers = workers;
+    out[option] = n;
+  }
   return out;
 }
 
@@ -77,6 +126,10 @@ function packageRoot(): string {
 interface Pending {
   request: SandboxRequest;
   line: string;
+  client: string;
+  usage: RequestUsage | undefined;
+  /** Times this job was at the head of a child that died without an answer or a reason (stuck, crashed). */
+  suspect: number;
   resolve: (response: SandboxResponse) => void;
   reject: (error: Error) => void;
 }
@@ -86,44 +139,92 @@ type ChildProc = ChildProcessByStdio<Writable, Readable, Readable>;
 interface Worker {
   proc: ChildProc;
   ready: boolean;
+  /** A warm spare: started and sealed, given no job until it replaces a child. */
+  spare: boolean;
+  /** Said it renews its isolate: its jobs went back to the queue; given none until it is ready again. */
+  renewing: boolean;
   /**
    * Jobs written to this child and not yet answered, oldest first. The child answers strictly in order, so the head
-   * is the one running; the others wait in the pipe. If the child dies, only the head failed; the rest go back to
-   * the front of the queue for another child.
+   * is the one running; the others wait in the pipe and go back to the queue if the child ends.
    */
   inflight: Pending[];
+  /** When the head job became the head (performance.now()). */
+  headSince: number;
+  /** The job answered last: the one to charge when the child then renews its isolate. */
+  lastAnswered: Pending | undefined;
   watchdog: NodeJS.Timeout | undefined;
   killedForTime: boolean;
+  /** The child wrote a V8 fatal-error report: the job it was running made V8 abort the process. */
+  fatalReport: boolean;
   buffer: string;
 }
 
 /**
  * Jobs written ahead to one child. Pipelining removes the idle gap of a round trip between two jobs (measured: with
- * one job per child at a time, two children topped out near 6,000 jobs/s with the CPUs 30% idle). A runaway job can
- * delay the ones queued behind it in the same child by at most the time limit.
+ * one job per child at a time, two children topped out near 6,000 jobs/s with the CPUs 30% idle).
  */
 const PIPELINE_DEPTH = 4;
+/**
+ * A job is not written behind a head that has already run this long (ms): it waits on the host instead, where the
+ * first child to free up takes it, rather than behind a possibly runaway job in one child's pipe.
+ */
+const SLOW_HEAD_MS = 5;
+
+/**
+ * The start of V8's fatal-error reports ("Fatal JavaScript invalid size error", "FATAL ERROR: ... out of memory"). A
+ * child that wrote one was aborted by V8 while running its head job, so that job is blamed at once instead of being
+ * run again on another child (which would cost a second child for one bomb).
+ */
+const V8_FATAL = /Fatal JavaScript|FATAL ERROR|Fatal error in/;
 
 const MAX_START_FAILURES = 3;
+
+/**
+ * Virtual-time cost of a sandbox that a job killed or made renew: of the order of what making a new one costs in CPU
+ * time (0.4-0.7 s for an isolate or a child, more on a loaded host), rounded up so that a client sending bombs waits.
+ */
+const RESTART_COST_MS = 1000;
+/** Virtual-time cost charged when a job is handed out (before its CPU time is known). */
+const DISPATCH_COST_MS = 1;
+
+/** The client of work that names none (CLI, `.configu` rendering, direct callers). */
+const LOCAL_CLIENT = '';
 
 class SandboxPool implements SandboxEvaluator {
   readonly options: Readonly<Required<SandboxOptions>>;
   private readonly childFile: string;
   private readonly bundleFile: string;
   private readonly workers = new Set<Worker>();
-  private readonly queue: Pending[] = [];
-  private queueHead = 0;
+  /** One FIFO queue per client with jobs waiting. */
+  private readonly queues = new Map<string, Pending[]>();
+  /**
+   * Each client's virtual time: the cost of the work done for it (CPU ms, plus RESTART_COST_MS per child it cost),
+   * counted from when it last had work waiting. The waiting client with the least goes next, so clients share the
+   * sandbox by cost, not by job count: a client whose jobs are runaways or memory bombs waits longer for each turn.
+   */
+  private readonly vtime = new Map<string, number>();
+  private waiting = 0;
   private closed = false;
   private startFailures = 0;
+  private renewals = 0;
+  private spawns = 0;
   /** The tail of the last child's stderr (V8 fatal reports, start-up failures): for the operator's diagnostics. */
   lastChildStderr = '';
   private readyWaiters: Array<{ resolve: () => void; reject: (e: Error) => void }> = [];
 
   constructor(options: SandboxOptions) {
+    const int = (v: number | undefined, fallback: number, min: number) => Math.max(min, Math.floor(v ?? fallback));
+    const d = DEFAULT_SANDBOX_OPTIONS;
     this.options = {
-      workers: Math.max(1, Math.floor(options.workers ?? DEFAULT_SANDBOX_OPTIONS.workers)),
-      timeoutMs: Math.max(1, Math.floor(options.timeoutMs ?? DEFAULT_SANDBOX_OPTIONS.timeoutMs)),
-      memoryMb: Math.max(8, Math.floor(options.memoryMb ?? DEFAULT_SANDBOX_OPTIONS.memoryMb)),
+      workers: int(options.workers, d.workers, 1),
+      timeoutMs: int(options.timeoutMs, d.timeoutMs, 1),
+      memoryMb: int(options.memoryMb, d.memoryMb, 8),
+      spares: int(options.spares, d.spares, 0),
+      queueLimit: int(options.queueLimit, d.queueLimit, 1),
+      clientQueueLimit: int(options.clientQueueLimit, d.clientQueueLimit, 1),
+      // Unset, the request's budget follows the job limit, so that one job at its limit never exhausts it.
+      requestCpuMs: int(options.requestCpuMs, options.timeoutMs === undefined ? d.requestCpuMs : 10 * options.timeoutMs, 1),
+      requestRestarts: int(options.requestRestarts, d.requestRestarts, 0),
     };
     const root = packageRoot();
     this.childFile = join(root, 'dist', 'sandbox-child.js');
@@ -131,16 +232,16 @@ class SandboxPool implements SandboxEvaluator {
     if (!existsSync(this.childFile) || !existsSync(this.bundleFile)) {
       throw new SandboxUnavailableError('the expression sandbox is not built (run `npm run build`)');
     }
-    for (let i = 0; i < this.options.workers; i++) this.spawnWorker();
+    this.rebalance();
   }
 
   // -------------------------------------------------------------------------------------------------------------
   // Public API
   // -------------------------------------------------------------------------------------------------------------
 
-  async run(job: ExpressionJob): Promise<ExpressionResult> {
+  async run(job: ExpressionJob, context?: RunContext): Promise<ExpressionResult> {
     const request = { t: 'job' as const, job: encodeJob(job) };
-    const response = await this.submit(request);
+    const response = await this.submit(request, context);
     if (response.t === 'job') return response.result;
     // A request-level failure (malformed job): every item fails with it.
     const failed = failureResponse(request, response.ok ? 'error' : response.kind, response.ok ? 'unexpected answer' : response.message);
@@ -171,7 +272,21 @@ class SandboxPool implements SandboxEvaluator {
   }
 
   pids(): number[] {
-    return [...this.workers].map((w) => w.proc.pid!).filter((p) => typeof p === 'number');
+    return [...this.workers].filter((w) => !w.spare).map((w) => w.proc.pid!).filter((p) => typeof p === 'number');
+  }
+
+  replacements(): { renewals: number; spawns: number } {
+    return { renewals: this.renewals, spawns: this.spawns };
+  }
+
+  sparePids(): number[] {
+    return [...this.workers].filter((w) => w.spare).map((w) => w.proc.pid!).filter((p) => typeof p === 'number');
+  }
+
+  queued(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const [client, q] of this.queues) out[client] = q.length;
+    return out;
   }
 
   async close(): Promise<void> {
@@ -215,8 +330,17 @@ class SandboxPool implements SandboxEvaluator {
     return response.value;
   }
 
-  private submit(request: SandboxRequest): Promise<SandboxResponse> {
+  private submit(request: SandboxRequest, context?: RunContext): Promise<SandboxResponse> {
     if (this.closed) return Promise.reject(new SandboxUnavailableError('the expression sandbox is closed'));
+    const usage = context?.usage;
+    if (usage?.exceeded) return Promise.reject(usage.exceeded);
+    const client = typeof context?.client === 'string' ? context.client : LOCAL_CLIENT;
+    if (this.waiting >= this.options.queueLimit) {
+      return Promise.reject(new SandboxBusyError('the expression sandbox has too many jobs waiting; retry later'));
+    }
+    if ((this.queues.get(client)?.length ?? 0) >= this.options.clientQueueLimit) {
+      return Promise.reject(new SandboxBusyError('this client has too many expression jobs waiting; retry later'));
+    }
     let line: string;
     try {
       line = JSON.stringify(request);
@@ -224,15 +348,72 @@ class SandboxPool implements SandboxEvaluator {
       return Promise.reject(new ExpressionError('error', 'the expression context cannot be copied into the sandbox'));
     }
     return new Promise<SandboxResponse>((resolve, reject) => {
-      this.queue.push({ request, line, resolve, reject });
-      if (this.workers.size < this.options.workers) {
+      this.enqueue({ request, line, client, usage, suspect: 0, resolve, reject }, false);
+      if (this.activeCount() < this.options.workers && this.startFailures >= MAX_START_FAILURES) {
         // The pool gave up after start failures: try again for this new work.
         this.startFailures = 0;
-        while (this.workers.size < this.options.workers) this.spawnWorker();
+        this.rebalance();
       }
       this.pump();
       this.keepAlive();
     });
+  }
+
+  private enqueue(job: Pending, front: boolean): void {
+    let q = this.queues.get(job.client);
+    if (!q) {
+      q = [];
+      // A client that comes (back) with work starts level with the least-served waiting client: credit is not saved up
+      // while idle, and a debt (over that level) is kept.
+      if (this.vtime.size > 10_000) this.forgetSettled();
+      this.vtime.set(job.client, Math.max(this.vtime.get(job.client) ?? 0, this.vnow));
+      this.queues.set(job.client, q);
+    }
+    if (front) q.unshift(job);
+    else q.push(job);
+    this.waiting++;
+  }
+
+  /** The virtual time of the last job handed out: where a client with no debt starts. */
+  private vnow = 0;
+
+  /** Add the cost of a job to its client's virtual time. */
+  private charge(client: string, cost: number): void {
+    this.vtime.set(client, (this.vtime.get(client) ?? 0) + cost);
+  }
+
+  /** The next job: the first of the queue of the waiting client with the least virtual time (ties: the first). */
+  private takeNext(): Pending | undefined {
+    while (this.queues.size) {
+      let client = '';
+      let least = Infinity;
+      for (const c of this.queues.keys()) {
+        const v = this.vtime.get(c) ?? 0;
+        if (v < least) {
+          least = v;
+          client = c;
+        }
+      }
+      const q = this.queues.get(client)!;
+      const job = q.shift()!;
+      this.waiting--;
+      this.vnow = Math.max(this.vnow, least);
+      // Charged a token at once (its real cost is added with its answer), so the client's other jobs wait their turn.
+      this.charge(client, DISPATCH_COST_MS);
+      if (!q.length) this.queues.delete(client);
+      // The request ran out of budget while this job waited: it fails now, without running.
+      if (job.usage?.exceeded) {
+        job.reject(job.usage.exceeded);
+        continue;
+      }
+      return job;
+    }
+    return undefined;
+  }
+
+  /** Forget the clients with nothing waiting and no debt (they would start at `vnow` anyway). */
+  private forgetSettled(): void {
+    for (const [client, v] of this.vtime) if (v <= this.vnow && !this.queues.has(client)) this.vtime.delete(client);
   }
 
   /**
@@ -241,7 +422,7 @@ class SandboxPool implements SandboxEvaluator {
    */
   private keepAliveTimer: NodeJS.Timeout | undefined;
   private keepAlive(): void {
-    let pending = this.queue.length - this.queueHead + this.readyWaiters.length;
+    let pending = this.waiting + this.readyWaiters.length;
     if (pending === 0) for (const w of this.workers) pending += w.inflight.length;
     if (pending > 0 && !this.keepAliveTimer && !this.closed) this.keepAliveTimer = setInterval(() => {}, 1 << 30);
     else if ((pending === 0 || this.closed) && this.keepAliveTimer) {
@@ -250,27 +431,56 @@ class SandboxPool implements SandboxEvaluator {
     }
   }
 
-  private allReady(): boolean {
-    if (this.workers.size < this.options.workers) return false;
-    for (const w of this.workers) if (!w.ready) return false;
-    return true;
+  private activeCount(): number {
+    let n = 0;
+    for (const w of this.workers) if (!w.spare) n++;
+    return n;
   }
 
-  /** Hand queued jobs to ready children, always to the one with the fewest jobs in flight, up to the depth. */
+  private allReady(): boolean {
+    let active = 0;
+    let spares = 0;
+    for (const w of this.workers) {
+      if (!w.ready) return false;
+      if (w.spare) spares++;
+      else active++;
+    }
+    return active >= this.options.workers && spares >= this.options.spares;
+  }
+
+  /**
+   * Keep `workers` children taking jobs and `spares` warm ones: a missing worker is replaced by a spare (a started one
+   * first), and every missing child is started.
+   */
+  private rebalance(): void {
+    if (this.closed || this.startFailures >= MAX_START_FAILURES) return;
+    let missing = this.options.workers - this.activeCount();
+    const spares = [...this.workers].filter((w) => w.spare).sort((a, b) => Number(b.ready) - Number(a.ready));
+    while (missing > 0 && spares.length) {
+      const w = spares.shift()!;
+      w.spare = false;
+      missing--;
+    }
+    for (; missing > 0; missing--) this.spawnWorker(false);
+    for (let n = spares.length; n < this.options.spares; n++) this.spawnWorker(true);
+  }
+
+  /**
+   * Hand queued jobs to ready children: to the one with the fewest jobs in flight, up to the depth; never behind a
+   * head that has run for SLOW_HEAD_MS already.
+   */
   private pump(): void {
-    while (this.queueHead < this.queue.length) {
+    while (this.waiting > 0) {
+      const now = performance.now();
       let best: Worker | undefined;
       for (const w of this.workers) {
-        if (!w.ready || w.inflight.length >= PIPELINE_DEPTH) continue;
+        if (!w.ready || w.spare || w.inflight.length >= PIPELINE_DEPTH) continue;
+        if (w.inflight.length > 0 && now - w.headSince > SLOW_HEAD_MS) continue;
         if (!best || w.inflight.length < best.inflight.length) best = w;
       }
       if (!best) return;
-      const next = this.queue[this.queueHead]!;
-      this.queue[this.queueHead++] = undefined as unknown as Pending;
-      if (this.queueHead > 1024 && this.queueHead * 2 > this.queue.length) {
-        this.queue.splice(0, this.queueHead);
-        this.queueHead = 0;
-      }
+      const next = this.takeNext();
+      if (!next) return;
       this.dispatch(best, next);
     }
   }
@@ -278,46 +488,71 @@ class SandboxPool implements SandboxEvaluator {
   private dispatch(w: Worker, job: Pending): void {
     w.inflight.push(job);
     w.proc.stdin.write(job.line + '\n');
-    if (w.inflight.length === 1) this.armWatchdog(w);
+    if (w.inflight.length === 1) this.startHead(w);
   }
 
   /**
-   * The child enforces the budget itself; the watchdog only catches a child that cannot (stuck native code). It
-   * covers the head job, from the moment that job became the head (the child starts it then).
+   * The head job starts running now. The child enforces the budget itself; the watchdog only catches a child that
+   * stops answering (stuck native code, a stopped process). It allows every attempt the child may make.
    */
-  private armWatchdog(w: Worker): void {
+  private startHead(w: Worker): void {
     if (w.watchdog) clearTimeout(w.watchdog);
+    w.headSince = performance.now();
     w.killedForTime = false;
     w.watchdog = setTimeout(() => {
       w.killedForTime = true;
       w.proc.kill('SIGKILL');
-    }, this.options.timeoutMs + Math.max(250, this.options.timeoutMs));
+    }, watchdogMs(this.options.timeoutMs));
   }
 
-  private spawnWorker(): void {
-    const config = JSON.stringify({ bundle: this.bundleFile, timeoutMs: this.options.timeoutMs, memoryMb: this.options.memoryMb });
+  private spawnWorker(spare: boolean): void {
+    const config = JSON.stringify({
+      bundle: this.bundleFile,
+      timeoutMs: this.options.timeoutMs,
+      memoryMb: this.options.memoryMb,
+      // Half the heap: a job that leaves more than this behind makes its child renew its isolate, so every job starts with at
+      // least half of the limit free.
+      retireHeapMb: this.options.memoryMb / 2,
+    });
     const proc = spawn(process.execPath, ['--no-node-snapshot', this.childFile, config], {
       stdio: ['pipe', 'pipe', 'pipe'],
       env: {},
       windowsHide: true,
     });
-    const w: Worker = { proc, ready: false, inflight: [], watchdog: undefined, killedForTime: false, buffer: '' };
+    const w: Worker = {
+      proc,
+      ready: false,
+      spare,
+      renewing: false,
+      inflight: [],
+      headSince: 0,
+      lastAnswered: undefined,
+      watchdog: undefined,
+      killedForTime: false,
+      fatalReport: false,
+      buffer: '',
+    };
     this.workers.add(w);
+    this.spawns++;
     proc.stdout.setEncoding('utf8');
     // V8 prints its fatal-error report here when an isolate blows up; kept (bounded) for diagnostics only.
     proc.stderr.setEncoding('utf8');
     proc.stderr.on('data', (chunk: string) => {
       this.lastChildStderr = (this.lastChildStderr + chunk).slice(-4096);
+      // Only V8 and the child write here (an expression has no console), so a fatal report is V8's own.
+      if (V8_FATAL.test(chunk)) w.fatalReport = true;
     });
     (proc.stderr as unknown as Socket).unref();
     proc.stdout.on('data', (chunk: string) => this.onData(w, chunk));
     proc.stdin.on('error', () => {
-      /* the child died; handled by 'exit' */
+      /* the child died; handled by 'close' */
     });
     proc.on('error', () => {
-      /* spawn failure; 'exit' (or close) follows */
+      /* spawn failure; 'close' follows */
     });
-    proc.on('exit', (code) => this.onExit(w, code));
+    // 'close', not 'exit': it comes after every line the child wrote was read, so the answers it gave before it
+    // ended are taken before deciding which job it was running.
+    proc.on('close', (code) => this.onClose(w, code));
     proc.unref();
     (proc.stdout as unknown as Socket).unref();
   }
@@ -333,65 +568,139 @@ class SandboxPool implements SandboxEvaluator {
   }
 
   private onLine(w: Worker, line: string): void {
-    let msg: SandboxResponse | { t: 'ready' };
+    let msg: (SandboxResponse & AnswerMeta) | ChildNotice | OverloadedAnswer;
     try {
-      msg = JSON.parse(line) as SandboxResponse | { t: 'ready' };
+      msg = JSON.parse(line) as (SandboxResponse & AnswerMeta) | ChildNotice | OverloadedAnswer;
     } catch {
       return;
     }
     if (msg.t === 'ready') {
       w.ready = true;
+      w.renewing = false;
       this.startFailures = 0;
       if (this.allReady()) for (const r of this.readyWaiters.splice(0)) r.resolve();
       this.pump();
       this.keepAlive();
       return;
     }
+    if (msg.t === 'renew') {
+      this.onRenew(w);
+      return;
+    }
     const job = w.inflight.shift();
     if (!job) return;
     if (w.watchdog) clearTimeout(w.watchdog);
     w.watchdog = undefined;
-    if (w.inflight.length) this.armWatchdog(w);
-    job.resolve(msg);
+    if (w.inflight.length) this.startHead(w);
+    w.lastAnswered = job;
+    const cpu = typeof msg.cpu === 'number' && Number.isFinite(msg.cpu) ? msg.cpu : 0;
+    delete msg.cpu;
+    this.chargeCpu(job, cpu);
+    if (msg.t === 'overloaded') {
+      job.reject(new SandboxBusyError('the server is too busy to run the expressions within their time limit; retry later', 5));
+    } else job.resolve(msg);
     this.pump();
     this.keepAlive();
   }
 
-  private onExit(w: Worker, code: number | null = null): void {
+  /**
+   * The child gave up its isolate after its last answer (memory limit, or heap left too full) and is making a new one.
+   * The job answered last pays for it. The jobs written after that answer never ran: back to the front of their
+   * queues, and the flush line tells the child to drop them. The child becomes a spare until it is ready again, so a
+   * ready spare takes its place at once.
+   */
+  private onRenew(w: Worker): void {
+    this.renewals++;
+    w.ready = false;
+    w.renewing = true;
+    if (w.watchdog) clearTimeout(w.watchdog);
+    w.watchdog = undefined;
+    if (w.lastAnswered) this.chargeRestart(w.lastAnswered);
+    w.lastAnswered = undefined;
+    const notStarted = w.inflight.splice(0);
+    for (let i = notStarted.length - 1; i >= 0; i--) this.enqueue(notStarted[i]!, true);
+    w.proc.stdin.write(FLUSH_LINE + '\n');
+    w.spare = true;
+    this.rebalance();
+    this.pump();
+    this.keepAlive();
+  }
+
+  /**
+   * Add a job's CPU time to its request. The job that takes the request over its budget keeps its answer (its own
+   * limit already bounded it); every later job of the request fails at once (submit and the queue check `exceeded`).
+   */
+  private chargeCpu(job: Pending, cpuMs: number): void {
+    this.charge(job.client, cpuMs);
+    const usage = job.usage;
+    if (!usage) return;
+    usage.cpuMs += cpuMs;
+    if (!usage.exceeded && usage.cpuMs > this.options.requestCpuMs) {
+      usage.exceeded = new BudgetExceededError(
+        'cpu-budget',
+        `the request's expressions used more than its CPU-time budget of ${this.options.requestCpuMs} ms`,
+      );
+    }
+  }
+
+  private chargeRestart(job: Pending): void {
+    this.charge(job.client, RESTART_COST_MS);
+    const usage = job.usage;
+    if (!usage) return;
+    usage.restarts++;
+    if (!usage.exceeded && usage.restarts > this.options.requestRestarts) {
+      usage.exceeded = new BudgetExceededError(
+        'restart-budget',
+        `the request's expressions caused more than ${this.options.requestRestarts} sandbox restarts (its budget)`,
+      );
+    }
+  }
+
+  private onClose(w: Worker, code: number | null): void {
     if (!this.workers.delete(w)) return;
     if (w.watchdog) clearTimeout(w.watchdog);
-    // Exit code 0: the child answered every job it started (after a disposed isolate's memory-limit answer it reads
-    // nothing more), so none of its remaining jobs ran there. Any other end (V8 abort, watchdog kill) hit the head job.
-    const job = code === 0 ? undefined : w.inflight.shift();
+    // Exit code 0: the child's stdin was closed (it exits between jobs, and never because of one): none of its
+    // remaining jobs ran there. Any other end (V8 abort, watchdog kill, killed from outside) hit the head job.
+    const head = code === 0 ? undefined : w.inflight.shift();
+    // Jobs still waiting in the dead child's pipe never started: back to the front of their queues, in order.
     const notStarted = w.inflight.splice(0);
-    // Jobs still waiting in the dead child's pipe never started: back to the front of the queue, in order.
-    if (notStarted.length) this.queue.splice(this.queueHead, 0, ...notStarted);
+    for (let i = notStarted.length - 1; i >= 0; i--) this.enqueue(notStarted[i]!, true);
     if (!w.ready) this.startFailures++;
-    if (job) {
-      const response = w.killedForTime
-        ? failureResponse(job.request, 'time-limit', timeLimitMessage(this.options.timeoutMs))
-        : failureResponse(job.request, 'memory-limit', memoryLimitMessage(this.options.memoryMb));
-      job.resolve(response);
+    if (head) {
+      this.chargeRestart(head);
+      if (head.usage?.exceeded) head.reject(head.usage.exceeded);
+      else if (head.suspect === 0 && !w.fatalReport) {
+        // The child ended without saying why (it may have been stuck or killed for another reason): run the job once
+        // more on another child before blaming it.
+        head.suspect++;
+        this.enqueue(head, true);
+      } else {
+        head.resolve(
+          w.killedForTime
+            ? failureResponse(head.request, 'time-limit', timeLimitMessage(this.options.timeoutMs))
+            : failureResponse(head.request, 'memory-limit', memoryLimitMessage(this.options.memoryMb)),
+        );
+      }
     }
     if (this.closed) return;
     if (this.startFailures >= MAX_START_FAILURES) {
       this.keepAlive();
-      if (this.workers.size === 0) {
+      if (this.activeCount() === 0) {
         const error = new SandboxUnavailableError('the expression sandbox could not start');
         this.rejectQueued(error);
         for (const r of this.readyWaiters.splice(0)) r.reject(error);
       }
       return;
     }
-    this.spawnWorker();
+    this.rebalance();
     this.pump();
     this.keepAlive();
   }
 
   private rejectQueued(error: Error): void {
-    for (let i = this.queueHead; i < this.queue.length; i++) this.queue[i]?.reject(error);
-    this.queue.length = 0;
-    this.queueHead = 0;
+    for (const q of this.queues.values()) for (const job of q) job.reject(error);
+    this.queues.clear();
+    this.waiting = 0;
   }
 }
 

@@ -31,12 +31,6 @@ export function encodeJob(job: ExpressionJob): WireJob {
   return { input: job.input, configs, consts: job.consts, tests: job.tests };
 }
 
-/** `$.labels`: always an array. */
-export function labelsOf(cfgu: Record<string, unknown>): string[] {
-  const label = cfgu.label;
-  return label === undefined ? [] : Array.isArray(label) ? (label as string[]) : [label as string];
-}
-
 export type SandboxRequest =
   | { t: 'job'; job: WireJob }
   | { t: 'template'; template: string; context: unknown }
@@ -47,6 +41,47 @@ export type SandboxResponse =
   | { t: 'job'; result: ExpressionResult }
   | { t: 'value'; ok: true; value: string | boolean }
   | { t: 'value'; ok: false; kind: ExpressionFailureKind; message: string };
+
+/**
+ * What the child adds to every answer line: the CPU time the request took in the isolate, over all its attempts (ms).
+ * Added as a last property of the answer's JSON object (see withCpu), so a multi-megabyte answer is not parsed again.
+ */
+export interface AnswerMeta {
+  cpu?: number;
+}
+
+/**
+ * A child's notices besides answers: an isolate started and sealed; or the isolate was given up after the last answer
+ * (disposed at its memory limit, or its heap left too full) and a new one is being made in the same process.
+ */
+export type ChildNotice = { t: 'ready'; startupMs?: number; renewals?: number; cpuMs?: number } | { t: 'renew' };
+
+/**
+ * What the host writes to a child when it learns of a renewal: the child drops every job line before it (those were
+ * written before the host knew, never ran, and are queued again by the host).
+ */
+export const FLUSH_LINE = '{"t":"flush"}';
+
+/** The answer for a job that every wall allowance cut before its CPU time reached the budget: the host is overloaded. */
+export type OverloadedAnswer = { t: 'overloaded' } & AnswerMeta;
+
+/** Append the CPU time to an answer line (a JSON object). */
+export function withCpu(line: string, cpuMs: number): string {
+  return line.endsWith('}') ? `${line.slice(0, -1)},"cpu":${Math.round(cpuMs * 1000) / 1000}}` : line;
+}
+
+/**
+ * The time limit counts the job's own CPU time; isolated-vm's `timeout` is wall-clock time. A run cut by the wall
+ * clock before its CPU time reached the budget (the host was busy) is run again from the start (a job is pure) with
+ * the next, larger wall allowance. These are the allowances, as multiples of the budget.
+ */
+export const WALL_FACTORS = [1, 2, 4, 8, 16, 32, 64] as const;
+
+/** The host's watchdog for one job: every attempt's wall allowance, the partial answer's, and a margin. */
+export function watchdogMs(budgetMs: number): number {
+  const attempts = WALL_FACTORS.reduce((sum, f) => sum + f * budgetMs, 0);
+  return attempts + Math.max(50, budgetMs) + Math.max(500, budgetMs);
+}
 
 export const IMPORT_MESSAGE = 'dynamic import() is not available in the sandbox';
 export const timeLimitMessage = (ms: number): string => `exceeded the time limit of ${ms} ms`;

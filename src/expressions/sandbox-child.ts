@@ -1,38 +1,87 @@
 /**
- * The sandbox child process (bundled to dist/sandbox-child.js). It owns ONE isolated-vm isolate with the library
- * bundle loaded and sealed, and evaluates one request at a time: a JSON line on stdin, a JSON line on stdout.
+ * The sandbox child process (bundled to dist/sandbox-child.js). It owns ONE isolated-vm isolate at a time with the
+ * library bundle loaded and sealed, and evaluates one request at a time: a JSON line on stdin, a JSON line on stdout.
  *
  * The process exists so that a V8 fatal error inside the isolate (some out-of-memory paths ignore the isolate's
  * memory limit and abort the whole process) kills this child, never the server. The host replaces a dead child.
+ * An isolate that dies cleanly (disposed at its memory limit) or is left with too full a heap is replaced in this
+ * process instead ("renewal"): no process start-up, and the bundle's compiled code is reused.
  *
- * argv[2]: JSON `{ bundle, timeoutMs, memoryMb }`. The environment is empty (the host passes none).
+ * argv[2]: JSON `{ bundle, timeoutMs, memoryMb, retireHeapMb }`. The environment is empty (the host passes none).
  */
 import { readFileSync } from 'node:fs';
 import ivm from 'isolated-vm';
-import { IMPORT_MESSAGE, failureResponse, memoryLimitMessage, timeLimitMessage, type SandboxRequest } from './protocol.js';
+import {
+  FLUSH_LINE,
+  IMPORT_MESSAGE,
+  WALL_FACTORS,
+  failureResponse,
+  memoryLimitMessage,
+  timeLimitMessage,
+  withCpu,
+  type SandboxRequest,
+} from './protocol.js';
 
 interface ChildOptions {
   bundle: string;
+  /** The CPU-time budget of one request, in ms. */
   timeoutMs: number;
   memoryMb: number;
+  /** Renew the isolate after an answer that leaves more than this much heap in use (MB). */
+  retireHeapMb: number;
 }
 
 const options = JSON.parse(process.argv[2] ?? '{}') as ChildOptions;
 const TIMED_OUT = 'Script execution timed out.';
+const source = readFileSync(options.bundle, 'utf8');
 
-const started = performance.now();
-const isolate = new ivm.Isolate({ memoryLimit: options.memoryMb });
-const context = isolate.createContextSync();
-isolate.compileScriptSync(readFileSync(options.bundle, 'utf8'), { filename: 'cfgu-sandbox.js' }).runSync(context);
-const runtime = context.global.getSync('__cfguRuntime', { reference: true }) as ivm.Reference<Record<string, unknown>>;
-const handle = runtime.getSync('handle', { reference: true }) as ivm.Reference<(line: string) => string>;
-const partial = runtime.getSync('partial', { reference: true }) as ivm.Reference<(kind: string, message: string) => string>;
-const seal = runtime.getSync('seal', { reference: true }) as ivm.Reference<() => string>;
-const sealReport = seal.applySync(undefined, [], { timeout: 30_000 }) as string;
-runtime.release();
+interface Sandbox {
+  isolate: ivm.Isolate;
+  handle: ivm.Reference<(line: string) => string>;
+  partial: ivm.Reference<(kind: string, message: string) => string>;
+  sealReport: string;
+  startupMs: number;
+}
 
-/** Set once the isolate was disposed (memory limit): no further job is started. */
-let dying = false;
+/**
+ * V8's compiled code for the bundle, made by the first isolate before any job ran: later isolates of this process
+ * skip parsing. It is code derived from the bundle's text only (V8 checks it against the source), never heap state.
+ */
+let codeCache: ivm.ExternalCopy<ArrayBuffer> | undefined;
+
+/** A fresh isolate with the bundle loaded and the realm sealed. */
+function createSandbox(): Sandbox {
+  const started = performance.now();
+  const isolate = new ivm.Isolate({ memoryLimit: options.memoryMb });
+  const context = isolate.createContextSync();
+  const script = isolate.compileScriptSync(source, {
+    filename: 'cfgu-sandbox.js',
+    ...(codeCache ? { cachedData: codeCache } : { produceCachedData: true }),
+  });
+  const produced = (script as ivm.Script & ivm.CachedDataResult).cachedData;
+  if (!codeCache && produced) codeCache = produced;
+  script.runSync(context);
+  script.release();
+  const runtime = context.global.getSync('__cfguRuntime', { reference: true }) as ivm.Reference<Record<string, unknown>>;
+  const handle = runtime.getSync('handle', { reference: true }) as ivm.Reference<(line: string) => string>;
+  const partial = runtime.getSync('partial', { reference: true }) as ivm.Reference<(kind: string, message: string) => string>;
+  const seal = runtime.getSync('seal', { reference: true }) as ivm.Reference<() => string>;
+  const sealReport = seal.applySync(undefined, [], { timeout: 30_000 }) as string;
+  seal.release();
+  runtime.release();
+  return { isolate, handle, partial, sealReport, startupMs: performance.now() - started };
+}
+
+let sandbox = createSandbox();
+/** Isolates this process has made after its first. */
+let renewals = 0;
+
+/**
+ * Set from the moment the isolate is given up (disposed at its memory limit, or its heap left too full) until the
+ * host's flush line: every job line read meanwhile was written before the host learnt of the renewal, never ran
+ * here, and was re-queued by the host. They are dropped unanswered.
+ */
+let draining = false;
 
 function reply(line: string, then?: () => void): void {
   process.stdout.write(line + '\n', then);
@@ -50,56 +99,137 @@ function clip(text: string): string {
   return text.length > 300 ? `${text.slice(0, 297)}...` : text;
 }
 
-function evaluate(line: string): void {
+/** The isolate's CPU time so far (ns); 0n once it is disposed. */
+function cpuNow(): bigint {
   try {
-    reply(handle.applySync(undefined, [line], { timeout: options.timeoutMs }) as string);
-    return;
-  } catch (error) {
-    const message = error instanceof Error ? error.message : String(error);
-    if (isolate.isDisposed) {
-      // The isolate hit its memory limit and was torn down: answer for this job, then let the host start a fresh
-      // child (a new isolate needs the whole bundle again anyway).
-      const text = JSON.stringify(failureResponse(parseRequest(line), 'memory-limit', memoryLimitMessage(options.memoryMb)));
-      dying = true;
-      reply(text, () => process.exit(0));
-      return;
-    }
-    const timedOut = message === TIMED_OUT;
-    const kind = timedOut ? 'time-limit' : 'error';
-    const text = timedOut
-      ? timeLimitMessage(options.timeoutMs)
-      : message === 'Not supported'
-        ? IMPORT_MESSAGE
-        : clip(message.split('\n')[0] ?? 'the expression failed');
+    return sandbox.isolate.cpuTime;
+  } catch {
+    return 0n;
+  }
+}
+
+const budgetNs = BigInt(options.timeoutMs) * 1_000_000n;
+
+/** The memory-limit answer, then a new isolate: a disposed one cannot run another job. */
+function dieOfMemory(line: string, cpuMs: number): void {
+  const text = JSON.stringify(failureResponse(parseRequest(line), 'memory-limit', memoryLimitMessage(options.memoryMb)));
+  reply(withCpu(text, cpuMs));
+  renew();
+}
+
+function evaluate(line: string): void {
+  const jobStart = cpuNow();
+  const wallStart = performance.now();
+  const { isolate, handle, partial } = sandbox;
+  // CPU time of every attempt so far. A disposed isolate's clock cannot be read: then the wall time stands in (more,
+  // never less, than the CPU time it used on this thread).
+  const spent = (): number => {
+    const now = cpuNow();
+    return now > 0n ? Number(now - jobStart) / 1e6 : performance.now() - wallStart;
+  };
+  for (let attempt = 0; ; attempt++) {
+    const attemptStart = cpuNow();
+    const wall = WALL_FACTORS[attempt]! * options.timeoutMs;
     try {
-      reply(partial.applySync(undefined, [kind, text], { timeout: Math.max(50, options.timeoutMs) }) as string);
-    } catch {
-      if (isolate.isDisposed) {
-        dying = true;
-        reply(JSON.stringify(failureResponse(parseRequest(line), 'memory-limit', memoryLimitMessage(options.memoryMb))), () =>
-          process.exit(0),
-        );
+      const out = handle.applySync(undefined, [line], { timeout: wall }) as string;
+      if (attempt > 0 && cpuNow() - attemptStart >= budgetNs) {
+        // Finished only because its wall allowance was extended: its CPU time is over the budget all the same.
+        reply(withCpu(JSON.stringify(failureResponse(parseRequest(line), 'time-limit', timeLimitMessage(options.timeoutMs))), spent()));
+      } else {
+        reply(withCpu(out, spent()));
+      }
+      return;
+    } catch (error) {
+      const message = error instanceof Error ? error.message : String(error);
+      if (isolate.isDisposed) return dieOfMemory(line, spent());
+      const timedOut = message === TIMED_OUT;
+      // Cut by the wall clock before its own CPU time reached the budget: the host was busy, not the job. Run it again;
+      // after the last allowance, say so rather than blame the job.
+      if (timedOut && cpuNow() - attemptStart < budgetNs) {
+        if (attempt + 1 < WALL_FACTORS.length) continue;
+        reply(withCpu(JSON.stringify({ t: 'overloaded' }), spent()));
         return;
       }
-      reply(JSON.stringify(failureResponse(parseRequest(line), kind, text)));
+      const kind = timedOut ? 'time-limit' : 'error';
+      const text = timedOut
+        ? timeLimitMessage(options.timeoutMs)
+        : message === 'Not supported'
+          ? IMPORT_MESSAGE
+          : clip(message.split('\n')[0] ?? 'the expression failed');
+      try {
+        reply(withCpu(partial.applySync(undefined, [kind, text], { timeout: Math.max(50, options.timeoutMs) }) as string, spent()));
+      } catch {
+        if (isolate.isDisposed) return dieOfMemory(line, spent());
+        reply(withCpu(JSON.stringify(failureResponse(parseRequest(line), kind, text)), spent()));
+      }
+      return;
     }
   }
 }
 
-// The host pipelines several jobs to a child; they are answered strictly in order, one line each. Once the isolate
-// is gone the child answers nothing more: the host hands the jobs it had queued here to another child.
+/**
+ * Give up the isolate and make a new one in this process. The answers of the old one are all out; the `renew` notice
+ * follows them, so the host knows that no job written after the last answer ran, and writes the flush line that ends
+ * the draining. The host does not send jobs until the next `ready`.
+ */
+function renew(): void {
+  draining = true;
+  reply(JSON.stringify({ t: 'renew' }));
+  try {
+    if (!sandbox.isolate.isDisposed) sandbox.isolate.dispose();
+  } catch {
+    /* already gone */
+  }
+  renewals++;
+  // Synchronous: stdin is read again only once the new isolate is sealed.
+  sandbox = createSandbox();
+  ready();
+}
+
+/**
+ * After each answer: a heap this full (garbage included) could make the NEXT job, however light, hit the memory
+ * limit. Renew the isolate instead (the answer is out).
+ */
+function renewIfHeapFull(): void {
+  let used: number;
+  try {
+    used = sandbox.isolate.getHeapStatisticsSync().used_heap_size;
+  } catch {
+    return;
+  }
+  if (used >= options.retireHeapMb * 1024 * 1024) renew();
+}
+
+function ready(): void {
+  reply(
+    JSON.stringify({
+      t: 'ready',
+      startupMs: Math.round(sandbox.startupMs),
+      renewals,
+      heapMb: Math.round(sandbox.isolate.getHeapStatisticsSync().used_heap_size / 2 ** 20),
+      cpuMs: Math.round((process.cpuUsage().user + process.cpuUsage().system) / 1000),
+      seal: JSON.parse(sandbox.sealReport),
+    }),
+  );
+}
+
+// The host pipelines several jobs to a child; they are answered strictly in order, one line each.
 let buffer = '';
 process.stdin.setEncoding('utf8');
 process.stdin.on('data', (chunk: string) => {
   buffer += chunk;
   let nl: number;
-  while (!dying && (nl = buffer.indexOf('\n')) !== -1) {
+  while ((nl = buffer.indexOf('\n')) !== -1) {
     const line = buffer.slice(0, nl);
     buffer = buffer.slice(nl + 1);
-    if (line) evaluate(line);
+    if (line === FLUSH_LINE) draining = false;
+    else if (line && !draining) {
+      evaluate(line);
+      if (!draining) renewIfHeapFull();
+    }
   }
 });
 // The host closed our stdin: it is shutting down (or died).
 process.stdin.on('end', () => process.exit(0));
 
-reply(JSON.stringify({ t: 'ready', startupMs: Math.round(performance.now() - started), seal: JSON.parse(sealReport) }));
+ready();

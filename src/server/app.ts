@@ -19,10 +19,11 @@ import type { Logger } from 'pino';
 import { exportPipeline } from '../core/index.js';
 import { ConfigurationError, LimitError } from '../core/errors.js';
 import type { EvalCommandInput } from '../core/types.js';
-import type { ExpressionEvaluator } from '../expressions/types.js';
+import { requestContext, type ExpressionEvaluator } from '../expressions/types.js';
 import type { StoreResolver } from '../stores/types.js';
 import type { LoadedConfiguration } from '../config/types.js';
-import { createKeyChecker } from './auth.js';
+import { clientIdentity, createKeyChecker } from './auth.js';
+import { answerConnect, answerExpectation, blankProblem, createClientErrorHandler } from './client-errors.js';
 import { Lifecycle } from './lifecycle.js';
 import { BodyCache } from './body-cache.js';
 import { FORBIDDEN_PROPERTY, UNSUPPORTED_CHARSET, httpProblem, problem, PROBLEM_CONTENT_TYPE, PROBLEM_TYPES, toProblem, type Problem } from './problem.js';
@@ -35,6 +36,7 @@ import {
   readyRouteSchema,
 } from './schemas.js';
 import type { ServerSettings } from './settings.js';
+import { docsUiOptions, finishOpenapi, openapiInfo } from './docs-ui.js';
 import { createLogger } from './logger.js';
 
 export interface BuildServerOptions {
@@ -103,6 +105,16 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     }
   }
 
+  // Slow clients: Node checks the headers and request timeouts of every connection on an interval (30 s by default,
+  // which would stretch a 10 s timeout to 40 s); check often enough that a timeout fires within a tenth of itself.
+  const { headersTimeoutMs, requestTimeoutMs, idleTimeoutMs } = settings.http;
+  const serverOptions = {
+    headersTimeout: headersTimeoutMs,
+    connectionsCheckingInterval: Math.max(5, Math.min(1000, Math.floor(Math.min(headersTimeoutMs, requestTimeoutMs) / 10))),
+    // Node would answer a missing Host with an empty 400; the onRequest hook answers it as a problem instead.
+    requireHostHeader: false,
+  };
+
   const app = Fastify({
     ...(logger ? { loggerInstance: logger } : { logger: false }),
     logController: new LogController({ disableRequestLogging: true }),
@@ -115,7 +127,10 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     trustProxy: settings.http.trustProxy as boolean,
     return503OnClosing: false,
     forceCloseConnections: 'idle',
-    ...(https ? { https } : {}),
+    requestTimeout: requestTimeoutMs,
+    keepAliveTimeout: idleTimeoutMs,
+    clientErrorHandler: createClientErrorHandler(settings, settings.log.enabled && logger ? logger : undefined),
+    ...(https ? { https: { ...https, ...serverOptions } } : { http: serverOptions }),
     ajv: {
       customOptions: {
         // The body is checked, never repaired: no coercion, no defaults, no silent removal of unknown properties.
@@ -128,6 +143,8 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   }) as unknown as FastifyInstance;
 
   app.decorate('cfgu', { lifecycle, settings });
+  app.server.on('checkExpectation', answerExpectation);
+  app.server.on('connect', answerConnect);
 
   // JSON only: drop the built-in text/plain parser so anything but JSON is 415. The default JSON parser keeps its
   // prototype-poisoning protection.
@@ -169,6 +186,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   const keyChecker = settings.auth.enabled ? createKeyChecker(settings.auth.presharedKeys) : undefined;
   const docsOpen = !settings.auth.enabled || settings.docs.public;
   const corsOn = settings.http.allowedOrigins.length > 0;
+  const noHost = JSON.stringify(blankProblem(400, 'an HTTP/1.1 request must carry a Host header'));
   const unauthorized = JSON.stringify(
     problem(401, PROBLEM_TYPES.unauthorized, 'Unauthorized', 'a valid bearer key is required (Authorization: Bearer <key>)'),
   );
@@ -189,6 +207,11 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     reply.raw.once('close', () => lifecycle.requestEnded());
     reply.header('x-request-id', request.id);
     reply.header('x-content-type-options', 'nosniff');
+
+    if (request.headers.host === undefined && request.raw.httpVersion === '1.1') {
+      reply.code(400).header('connection', 'close').type(PROBLEM_CONTENT_TYPE).send(noHost);
+      return;
+    }
 
     if (keyChecker) {
       const path = pathOf(request.url);
@@ -234,7 +257,16 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   }
 
   app.setErrorHandler((error, request, reply) => {
+    const status = (error as { statusCode?: unknown }).statusCode;
+    if ((error as { code?: unknown }).code === 'FST_STATIC_FORBIDDEN_PATH') {
+      // A docs asset path that climbs out of its folder (`/docs/static/../x`, `%2e%2e`): there is no such asset.
+      return sendProblem(reply, httpProblem(404, `no route ${request.method} ${pathOf(request.url).slice(0, 200)}`));
+    }
     const { problem: p, headers, log } = toProblem(error, request.id);
+    if (p.status === 500 && typeof status === 'number' && status >= 400 && status < 500) {
+      // A client error raised by a plugin (the docs' static files, ...) stays the client's: never a 500 with a stack.
+      return sendProblem(reply, blankProblem(status, 'the request cannot be served'));
+    }
     if (log === 'error') request.log.error({ err: error }, 'request failed');
     else if (log === 'warn') request.log.warn({ err: { type: (error as Error).name, message: (error as Error).message } }, 'request failed');
     return sendProblem(reply, p, headers);
@@ -256,12 +288,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     await app.register(swagger, {
       openapi: {
         openapi: '3.1.0',
-        info: {
-          title: 'cfgu configuration proxy',
-          version: '1.0.0',
-          description:
-            'Evaluates Cfgu v1 configuration pipelines against the stores declared in the server\'s `.configu` and returns the resulting key-value object. Errors are RFC 9457 problem details (`application/problem+json`).',
-        },
+        info: openapiInfo,
         tags: [
           { name: 'configuration', description: 'Evaluate and export configuration' },
           { name: 'health', description: 'Liveness and readiness (never need a key)' },
@@ -270,23 +297,21 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
           ? { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'A preshared key of the server' } } }
           : {},
       },
+      transformObject: finishOpenapi as never,
       refResolver: {
         buildLocalReference(json, _baseUri, _fragment, i) {
           return typeof json.$id === 'string' ? json.$id : `def-${i}`;
         },
       },
     });
-    await app.register(swaggerUi, {
-      routePrefix: '/docs',
-      staticCSP: true,
-      uiConfig: { deepLinking: true, tryItOutEnabled: false, displayRequestDuration: true },
-    });
+    await app.register(swaggerUi, docsUiOptions());
   }
 
-  const security = settings.auth.enabled ? [{ bearer: [] }] : undefined;
+  // Without auth, `security: []` says so in the OpenAPI document (an operation without it reads as undecided).
+  const security = settings.auth.enabled ? [{ bearer: [] }] : [];
 
   app.post('/export', {
-    schema: { ...exportRouteSchema, ...(security ? { security } : {}) },
+    schema: { ...exportRouteSchema, security },
     preValidation: (request, _reply, done) => {
       // Limits first, so an oversized pipeline is 413 and never walked by the validator.
       const body = request.body;
@@ -311,7 +336,8 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     },
     handler: async (request: FastifyRequest, reply: FastifyReply) => {
       const commands = request.body as EvalCommandInput[];
-      const { configs, backupStores } = await exportPipeline(commands, { stores: registry, ...(evaluator ? { expressions: evaluator } : {}) });
+      const context = requestContext(clientIdentity(request.headers.authorization, request.ip, settings.auth.enabled));
+      const { configs, backupStores } = await exportPipeline(commands, { stores: registry, ...(evaluator ? { expressions: evaluator } : {}) }, { context, limits: settings.limits });
       if (backupStores.length) reply.header('x-configu-backup', headerSafe(backupStores));
       reply.header('cache-control', 'no-store');
       reply.type('application/json; charset=utf-8');

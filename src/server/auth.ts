@@ -31,3 +31,12 @@ export function createKeyChecker(keys: readonly string[]): KeyChecker {
     },
   };
 }
+
+/**
+ * Who a request is for, for the sandbox's per-client queues: the bearer key's digest when authentication is on (the
+ * key was checked before the handler ran; the digest, never the key, is kept), else the client address.
+ */
+export function clientIdentity(authorization: string | undefined, address: string, authEnabled: boolean): string {
+  const m = authEnabled && typeof authorization === 'string' ? BEARER.exec(authorization) : null;
+  return m ? `key:${digest(m[1]!).toString('base64url').slice(0, 22)}` : `ip:${address}`;
+}

@@ -5,38 +5,30 @@
  * evicted first. Cached values are deep-frozen (core/frozen.ts), so no request can change what another one sees, and
  * the engine may cache what it derives from them by identity.
  */
+import { LRUCache } from 'lru-cache';
 import { freezeDeep } from '../core/frozen.js';
 
 export class BodyCache {
-  private readonly entries = new Map<string, unknown>();
-  private bytes = 0;
+  private readonly entries: LRUCache<string, object>;
 
   constructor(
-    private readonly maxBytes = 4 * 1024 * 1024,
+    maxBytes = 4 * 1024 * 1024,
     /** Bodies smaller than this are cheap to parse and not worth a slot. */
     private readonly minBytes = 256,
-  ) {}
+  ) {
+    // One body may take at most a quarter of the cache, so a few huge ones cannot flush it.
+    this.entries = new LRUCache({ maxSize: maxBytes, maxEntrySize: Math.floor(maxBytes / 4), sizeCalculation: (_v, text) => text.length });
+  }
 
   get(text: string): unknown {
-    const value = this.entries.get(text);
-    if (value === undefined) return undefined;
-    this.entries.delete(text);
-    this.entries.set(text, value);
-    return value;
+    return this.entries.get(text);
   }
 
   /** Freeze and keep a freshly parsed body; returns the (frozen) value. */
   add(text: string, value: unknown): unknown {
     if (value === null || typeof value !== 'object') return value;
     freezeDeep(value);
-    if (text.length < this.minBytes || text.length > this.maxBytes / 4) return value;
-    this.entries.set(text, value);
-    this.bytes += text.length;
-    while (this.bytes > this.maxBytes) {
-      const oldest = this.entries.keys().next().value!;
-      this.entries.delete(oldest);
-      this.bytes -= oldest.length;
-    }
+    if (text.length >= this.minBytes) this.entries.set(text, value);
     return value;
   }
 

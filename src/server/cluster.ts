@@ -1,29 +1,65 @@
 /**
  * `--workers N` (N > 1): node:cluster. The primary validates the configuration once (so a bad file fails with one
  * message, not N), forks N workers that each load it and share the port, and reports ready when every worker is
- * ready. A worker that dies after start-up is replaced; one that fails start-up makes the primary stop with that
- * worker's message and exit 1. SIGTERM/SIGINT is passed on to every worker; the primary exits 0 once all are gone.
+ * ready.
+ *
+ * Deaths: until the server has been ready once, a worker that fails start-up means the configuration is bad: the
+ * primary stops with that worker's message and exit code. From then on the primary never stops because workers die
+ * (requests can kill a worker; they must not kill the server): every death is logged and the worker is replaced after
+ * a backoff that doubles with each death in a row (capped), however often it happens, including replacements that
+ * die before they are ready. SIGTERM/SIGINT is passed on to every worker; the primary exits 0 once all are gone.
  */
 import cluster, { type Worker } from 'node:cluster';
+import { createServer } from 'node:net';
 import { availableParallelism } from 'node:os';
 import type { Logger } from 'pino';
 import type { ServerSettings } from './settings.js';
 
 /** Messages from a worker to the primary. */
-export type WorkerMessage = { cfgu: 'ready'; port: number } | { cfgu: 'fatal'; message: string };
+export type WorkerMessage = { cfgu: 'ready'; port: number } | { cfgu: 'fatal'; message: string; code?: number };
 
 const isWorkerMessage = (m: unknown): m is WorkerMessage =>
   typeof m === 'object' && m !== null && ((m as WorkerMessage).cfgu === 'ready' || (m as WorkerMessage).cfgu === 'fatal');
 
-export function runPrimary(settings: ServerSettings, log: Logger): Promise<number> {
+/** Environment variable that carries the port the primary chose for `--port 0` to every worker. */
+export const CLUSTER_PORT_ENV = 'CFGU_CLUSTER_PORT';
+
+/** Respawn backoff: the first replacement after `RESPAWN_BASE_MS`, doubling per death in a row, at most the cap. */
+export const RESPAWN_BASE_MS = 100;
+export const RESPAWN_CAP_MS = 10_000;
+/** A death this long after the previous one starts a new streak (the backoff falls back to its base). */
+export const RESPAWN_CALM_MS = 60_000;
+
+export function respawnDelay(streak: number): number {
+  return Math.min(RESPAWN_BASE_MS * 2 ** Math.max(0, Math.min(streak - 1, 20)), RESPAWN_CAP_MS);
+}
+
+/**
+ * `--port 0`: the primary picks the port once, so that every worker, including replacements forked after all workers
+ * died (when node:cluster closes the shared listening socket), listens on the same one.
+ */
+function pickPort(host: string): Promise<number | undefined> {
+  return new Promise((resolve) => {
+    const probe = createServer();
+    probe.once('error', () => resolve(undefined)); // the workers' own listen will report it
+    probe.listen(0, host, () => {
+      const a = probe.address();
+      probe.close(() => resolve(typeof a === 'object' && a ? a.port : undefined));
+    });
+  });
+}
+
+export async function runPrimary(settings: ServerSettings, log: Logger): Promise<number> {
   const count = settings.workers;
+  const pinned = settings.http.port === 0 ? await pickPort(settings.http.host) : undefined;
   const graceMs = settings.shutdown.gracePeriodSeconds * 1000;
-  const ready = new Set<number>();
   const everReady = new Set<number>();
-  let reportedReady = false;
+  let serverReady = false;
   let stopping = false;
   let exitCode = 0;
-  let recentCrashes: number[] = [];
+  let streak = 0;
+  let lastDeath = 0;
+  const pendingRespawns = new Set<NodeJS.Timeout>();
 
   return new Promise<number>((resolve) => {
     const finishIfDone = () => {
@@ -34,6 +70,8 @@ export function runPrimary(settings: ServerSettings, log: Logger): Promise<numbe
       if (stopping) return;
       stopping = true;
       exitCode = code;
+      for (const t of pendingRespawns) clearTimeout(t);
+      pendingRespawns.clear();
       log.info({ reason }, 'shutting down: stopping workers');
       for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGTERM');
       const hard = setTimeout(() => {
@@ -54,39 +92,59 @@ export function runPrimary(settings: ServerSettings, log: Logger): Promise<numbe
       const w = cluster.fork({
         CFGU_CLUSTER_WORKER: '1',
         ...(process.env.CONFIGU_EXPRESSION_WORKERS ? {} : { CONFIGU_EXPRESSION_WORKERS: sandboxPerWorker }),
+        ...(pinned !== undefined ? { [CLUSTER_PORT_ENV]: String(pinned) } : {}),
       });
+      if (serverReady) log.info({ worker: w.process.pid }, 'replacement worker started');
       w.on('message', (msg: unknown) => {
         if (!isWorkerMessage(msg)) return;
         if (msg.cfgu === 'ready') {
-          ready.add(w.id);
           everReady.add(w.id);
-          if (!reportedReady && ready.size >= count) {
-            reportedReady = true;
+          if (!serverReady && everReady.size >= count) {
+            serverReady = true;
             log.info({ workers: count, port: msg.port }, 'ready');
-          } else if (reportedReady) {
-            log.info({ worker: w.process.pid }, 'replacement worker ready');
+          } else if (serverReady) {
+            log.info({ worker: w.process.pid, port: msg.port }, 'replacement worker ready');
           }
         } else if (msg.cfgu === 'fatal') {
-          // A start-up failure is the same in every worker: say it once and stop.
-          if (!stopping) {
-            process.stderr.write(`${msg.message}\n`);
-            stopAll('a worker failed to start', 1);
+          if (!serverReady) {
+            // The first start-up: the failure is the same in every worker, so say it once and stop.
+            if (!stopping) {
+              process.stderr.write(`${msg.message}\n`);
+              stopAll('a worker failed to start', msg.code ?? 1);
+            }
+          } else {
+            // The server has served: keep the others serving, and keep trying (the 'exit' handler respawns).
+            log.error({ worker: w.process.pid, reason: msg.message }, 'a replacement worker failed to start');
           }
         }
       });
       return w;
     };
 
+    const respawnLater = () => {
+      const now = Date.now();
+      streak = now - lastDeath > RESPAWN_CALM_MS ? 1 : streak + 1;
+      lastDeath = now;
+      const delay = respawnDelay(streak);
+      // Not unref'd: while every worker is dead, this timer is what keeps the primary alive.
+      const t = setTimeout(() => {
+        pendingRespawns.delete(t);
+        if (!stopping) fork();
+      }, delay);
+      pendingRespawns.add(t);
+      return delay;
+    };
+
     cluster.on('exit', (w, code, signal) => {
       const wasReady = everReady.has(w.id);
-      ready.delete(w.id);
+      everReady.delete(w.id);
       if (stopping) {
         finishIfDone();
         return;
       }
-      if (!wasReady && code !== 0) {
-        // Died during start-up. Its 'fatal' message (if any) may still be in flight on the IPC channel: give it a
-        // moment, then stop with a generic line if none came.
+      if (!wasReady && !serverReady && code !== 0) {
+        // Died during the first start-up. Its 'fatal' message (if any) may still be in flight on the IPC channel:
+        // give it a moment, then stop with a generic line if none came.
         setTimeout(() => {
           if (stopping) return finishIfDone();
           process.stderr.write(`cfgu serve: a worker exited during start-up (code ${code ?? signal}); stopping\n`);
@@ -94,18 +152,11 @@ export function runPrimary(settings: ServerSettings, log: Logger): Promise<numbe
         }, 200);
         return;
       }
-      const now = Date.now();
-      recentCrashes = recentCrashes.filter((t) => now - t < 60_000);
-      recentCrashes.push(now);
-      if (recentCrashes.length > 10) {
-        log.error({ crashes: recentCrashes.length }, 'workers keep dying: stopping');
-        stopAll('crash loop', 1);
-        return;
-      }
-      log.warn({ worker: w.process.pid, code, signal }, 'worker died: starting a replacement');
-      setTimeout(() => {
-        if (!stopping) fork();
-      }, Math.min(200 * recentCrashes.length, 2000)).unref();
+      const delay = respawnLater();
+      log.warn(
+        { worker: w.process.pid, code, signal, wasReady, alive: Object.keys(cluster.workers ?? {}).length, respawnInMs: delay },
+        'worker died: starting a replacement',
+      );
     });
 
     process.once('SIGTERM', () => stopAll('SIGTERM', 0));
@@ -119,4 +170,11 @@ export function runPrimary(settings: ServerSettings, log: Logger): Promise<numbe
 /** In a worker: tell the primary. */
 export function notifyPrimary(msg: WorkerMessage): void {
   if (cluster.isWorker && process.send) process.send(msg);
+}
+
+/** In a worker: the port to listen on when the primary pinned it (see CLUSTER_PORT_ENV). */
+export function pinnedPort(): number | undefined {
+  if (!cluster.isWorker) return undefined;
+  const raw = process.env[CLUSTER_PORT_ENV];
+  return raw && /^\d{1,5}$/.test(raw) ? Number(raw) : undefined;
 }

@@ -5,17 +5,21 @@
  */
 import type { FastifyError } from 'fastify';
 import {
+  BudgetExceededError,
+  catalogueEntryOf,
+  ERROR_CATALOGUE,
   ErrorCodes,
   InputError,
-  isCfguError,
-  LimitError,
+  PROBLEM_TYPES,
+  SandboxBusyError,
   SandboxUnavailableError,
   StoreUnavailableError,
   UnknownStoreError,
   ValidationError,
+  type ErrorCode,
   type EvalFailure,
   type InputIssue,
-} from '../core/errors.js';
+} from '../core/index.js';
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json; charset=utf-8';
 
@@ -34,6 +38,8 @@ export interface Problem {
   knownStores?: string[];
   /** 500: the request id to quote to the operator. */
   requestId?: string;
+  /** 422 budget exceeded: which budget (`cpu-budget`, `restart-budget`). */
+  rule?: string;
 }
 
 /** What the HTTP layer needs to answer: the body plus any headers the status implies. */
@@ -44,21 +50,9 @@ export interface ProblemReply {
   log?: 'warn' | 'error';
 }
 
-/** Problem `type` URIs. HTTP-level errors use `about:blank` (RFC 9457 §4.2.1: title = the status phrase). */
-const T = {
-  invalidRequest: 'urn:cfgu:problem:invalid-request',
-  invalidSchema: 'urn:cfgu:problem:invalid-schema',
-  invalidKey: 'urn:cfgu:problem:invalid-key',
-  invalidSet: 'urn:cfgu:problem:invalid-set',
-  unknownStore: 'urn:cfgu:problem:unknown-store',
-  validationFailed: 'urn:cfgu:problem:validation-failed',
-  storeUnavailable: 'urn:cfgu:problem:store-unavailable',
-  sandboxUnavailable: 'urn:cfgu:problem:sandbox-unavailable',
-  limitExceeded: 'urn:cfgu:problem:limit-exceeded',
-  unauthorized: 'urn:cfgu:problem:unauthorized',
-  blank: 'about:blank',
-} as const;
-export const PROBLEM_TYPES = T;
+/** Problem `type` URIs (the error catalogue's, src/core/error-catalogue.ts). */
+const T = PROBLEM_TYPES;
+export { PROBLEM_TYPES };
 
 export const STATUS_TITLES: Record<number, string> = {
   400: 'Bad Request',
@@ -74,6 +68,12 @@ export const STATUS_TITLES: Record<number, string> = {
 
 export function problem(status: number, type: string, title: string, detail: string, extra?: Partial<Problem>): Problem {
   return { type, title, status, detail, ...extra };
+}
+
+/** A problem of the catalogue's kind `code` (its status, type and title) raised by the HTTP layer itself. */
+export function cfguProblem(code: ErrorCode, detail: string, extra?: Partial<Problem>): Problem {
+  const http = ERROR_CATALOGUE[code].http!;
+  return problem(http.status, http.type, http.title, detail, extra);
 }
 
 /** Plain HTTP errors (404, 405, 415, ...) with `about:blank`. */
@@ -118,71 +118,56 @@ function describeIssues(issues: InputIssue[]): string {
   return `the request body is not a valid pipeline: ${first.path} ${first.message}${more}`;
 }
 
-function inputType(e: InputError): string {
-  switch (e.code) {
-    case ErrorCodes.INVALID_SCHEMA:
-      return T.invalidSchema;
-    case ErrorCodes.INVALID_KEY:
-      return T.invalidKey;
-    case ErrorCodes.INVALID_SET:
-      return T.invalidSet;
-    default:
-      return T.invalidRequest;
-  }
-}
-
 /** Map any thrown value to the problem the client sees. */
 export function toProblem(err: unknown, requestId: string): ProblemReply {
-  if (isCfguError(err)) {
-    if (err instanceof ValidationError) {
-      return { problem: problem(422, T.validationFailed, 'Validation Failed', err.message, { errors: err.failures }) };
+  // cfgu's own errors: status, type and title from the catalogue; the class adds its own members and headers.
+  const entry = catalogueEntryOf(err)?.http;
+  if (entry) {
+    const answer = (detail: string, extra?: Partial<Problem>): Problem => problem(entry.status, entry.type, entry.title, detail, extra);
+    const e = err as Error;
+    if (e instanceof ValidationError) return { problem: answer(e.message, { errors: e.failures }) };
+    if (e instanceof InputError) return { problem: answer(e.message, { issues: e.issues.slice(0, MAX_ISSUES) }) };
+    if (e instanceof UnknownStoreError) {
+      const extra: Partial<Problem> = { knownStores: e.known };
+      if (e.store !== undefined) extra.store = e.store;
+      return { problem: answer(e.message, extra) };
     }
-    if (err instanceof InputError) {
-      const title = err.code === ErrorCodes.INVALID_SCHEMA ? 'Invalid Schema' : err.code === ErrorCodes.INVALID_KEY ? 'Invalid Key' : err.code === ErrorCodes.INVALID_SET ? 'Invalid Set' : 'Invalid Request';
-      return { problem: problem(400, inputType(err), title, err.message, { issues: err.issues.slice(0, MAX_ISSUES) }) };
-    }
-    if (err instanceof UnknownStoreError) {
-      const extra: Partial<Problem> = { knownStores: err.known };
-      if (err.store !== undefined) extra.store = err.store;
-      return { problem: problem(400, T.unknownStore, 'Unknown Store', err.message, extra) };
-    }
-    if (err instanceof StoreUnavailableError) {
-      const retry = Number.isFinite(err.retryAfter) && err.retryAfter > 0 ? Math.ceil(err.retryAfter) : 5;
+    if (e instanceof StoreUnavailableError) {
+      const retry = Number.isFinite(e.retryAfter) && e.retryAfter > 0 ? Math.ceil(e.retryAfter) : 5;
+      // The message holds the driver's reason, for the log only.
       return {
-        problem: problem(503, T.storeUnavailable, 'Store Unavailable', `store "${err.store}" cannot be reached or read; retry later`),
+        problem: answer(`store "${e.store}" cannot be reached or read; retry later`),
         headers: { 'retry-after': String(retry) },
         log: 'warn',
       };
     }
-    if (err instanceof LimitError) {
-      return { problem: problem(413, T.limitExceeded, 'Limit Exceeded', err.message) };
+    if (e instanceof SandboxBusyError) {
+      return { problem: answer(e.message), headers: { 'retry-after': String(Math.max(1, Math.ceil(e.retryAfter))) } };
     }
-    if (err instanceof SandboxUnavailableError) {
-      return {
-        problem: problem(503, T.sandboxUnavailable, 'Expressions Unavailable', 'the expression sandbox is not available; retry later'),
-        headers: { 'retry-after': '5' },
-        log: 'error',
-      };
+    if (e instanceof BudgetExceededError) return { problem: answer(e.message, { rule: e.rule }) };
+    if (e instanceof SandboxUnavailableError) {
+      return { problem: answer('the expression sandbox is not available; retry later'), headers: { 'retry-after': '5' }, log: 'error' };
     }
+    return { problem: answer(e.message) };
   }
 
   const fe = err as Partial<FastifyError> & { validation?: AjvLikeError[] };
   if (fe && typeof fe === 'object') {
     if (Array.isArray(fe.validation)) {
       const issues = issuesFromValidation(fe.validation);
-      return { problem: problem(400, T.invalidRequest, 'Invalid Request', describeIssues(issues), { issues }) };
+      return { problem: cfguProblem(ErrorCodes.INVALID_INPUT, describeIssues(issues), { issues }) };
     }
     switch (fe.code) {
       case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
         return { problem: httpProblem(415, 'the request body must be JSON (Content-Type: application/json)') };
       case 'FST_ERR_CTP_BODY_TOO_LARGE':
-        return { problem: problem(413, T.limitExceeded, 'Limit Exceeded', 'the request body is larger than the configured limit') };
+        return { problem: cfguProblem(ErrorCodes.LIMIT_EXCEEDED, 'the request body is larger than the configured limit') };
       case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-        return { problem: problem(400, T.invalidRequest, 'Invalid Request', 'the request body is empty; send a JSON array of commands') };
+        return { problem: cfguProblem(ErrorCodes.INVALID_INPUT, 'the request body is empty; send a JSON array of commands') };
       case 'FST_ERR_CTP_INVALID_JSON_BODY':
-        return { problem: problem(400, T.invalidRequest, 'Invalid Request', 'the request body is not valid JSON') };
+        return { problem: cfguProblem(ErrorCodes.INVALID_INPUT, 'the request body is not valid JSON') };
       case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
-        return { problem: problem(400, T.invalidRequest, 'Invalid Request', 'the request body does not match its Content-Length') };
+        return { problem: cfguProblem(ErrorCodes.INVALID_INPUT, 'the request body does not match its Content-Length') };
       default:
         break;
     }
@@ -193,16 +178,16 @@ export function toProblem(err: unknown, requestId: string): ProblemReply {
     }
     if (fe.code === FORBIDDEN_PROPERTY) {
       return {
-        problem: problem(400, T.invalidRequest, 'Invalid Request', 'the request body contains a `__proto__` or `constructor.prototype` property, which the server refuses'),
+        problem: cfguProblem(ErrorCodes.INVALID_INPUT, 'the request body contains a `__proto__` or `constructor.prototype` property, which the server refuses'),
       };
     }
     // Other errors of the JSON parser (SyntaxError) carry a 400 status; their messages may quote the body, so none of
     // it is echoed.
     if (fe.statusCode === 400 || (err instanceof SyntaxError)) {
-      return { problem: problem(400, T.invalidRequest, 'Invalid Request', 'the request body is not valid JSON') };
+      return { problem: cfguProblem(ErrorCodes.INVALID_INPUT, 'the request body is not valid JSON') };
     }
     if (fe.statusCode === 413) {
-      return { problem: problem(413, T.limitExceeded, 'Limit Exceeded', 'the request is larger than the configured limit') };
+      return { problem: cfguProblem(ErrorCodes.LIMIT_EXCEEDED, 'the request is larger than the configured limit') };
     }
     if (fe.statusCode === 415) {
       return { problem: httpProblem(415, 'the request body must be JSON (Content-Type: application/json)') };

@@ -9,31 +9,15 @@
  * any JSON value, scalars included.
  */
 import { STATUS_TITLES } from './problem.js';
-
-const stringOrStrings = (what: string) => ({
-  description: what,
-  anyOf: [{ type: 'string' }, { type: 'array', items: { type: 'string' } }],
-});
+import { CFGU_PROPERTIES, CFGU_PROPERTY_NAMES } from '../core/cfgu.js';
 
 export const cfguSchema = {
   $id: 'Cfgu',
   title: 'Cfgu',
   description: 'The declaration of one key (Cfgu v1). `null` or `{}` declares a key without constraints.',
   type: ['object', 'null'],
-  properties: {
-    description: { type: 'string', description: 'Text describing the key.' },
-    label: stringOrStrings('Label or labels of the key (`$.labels`).'),
-    hidden: { type: 'boolean', description: 'Evaluated (and visible to expressions) but left out of the result.' },
-    lazy: { type: 'boolean', description: 'The value only ever comes from the command\'s `configs`, never from the store.' },
-    const: { type: 'string', description: 'A template (`{{ expr }}`) computed from other values; never read from the store.' },
-    default: { description: 'Any JSON value; used when no other source gave a value (`false`, `0`, `""` count).' },
-    required: { type: 'boolean', description: 'Evaluation fails when the key ends empty.' },
-    pattern: { type: 'string', description: 'Regular expression the stored (string) value must match.' },
-    enum: { type: 'array', description: 'Allowed values: any JSON values, scalars included.' },
-    schema: { type: 'object', description: 'A JSON Schema the coerced value must satisfy; `schema.type` also fixes the exported type.' },
-    test: stringOrStrings('Boolean expression(s), e.g. `validator.isURL($.value)`; each must be truthy.'),
-  },
-} as const;
+  properties: Object.fromEntries(CFGU_PROPERTY_NAMES.map((p) => [p, { description: CFGU_PROPERTIES[p].doc, ...CFGU_PROPERTIES[p].wire }])),
+};
 
 export const evalCommandSchema = {
   $id: 'EvalCommand',
@@ -60,29 +44,56 @@ export const evalCommandSchema = {
   },
 } as const;
 
-export const exportBodyExamples = [
-  [
-    {
-      store: 'example',
-      set: 'production/eu',
-      schema: {
-        keys: {
-          LOG_LEVEL: { enum: ['debug', 'info', 'warn', 'error'], default: 'info' },
-          PORT: { test: 'Number.isInteger($.value) && $.value > 0', default: 8080 },
-          API_URL: { required: true, test: 'validator.isURL($.storedValue)' },
+/**
+ * The requests shown (and sent by "Try it out") in /docs, by name. The first runs as is against `npm start`
+ * (examples/.configu: the store `example` and its `production/eu` values) and answers `exportResponseExample`; the
+ * second names no store and no set, and declares no required key, so it answers 200 on any server with a default
+ * store.
+ */
+export const exportBodyExamples = {
+  exampleStore: {
+    summary: 'The example store of `npm start`',
+    value: [
+      {
+        store: 'example',
+        set: 'production/eu',
+        schema: {
+          keys: {
+            API_HOST: { required: true, test: 'validator.isFQDN($.value)' },
+            PORT: { test: 'Number.isInteger($.value) && $.value > 0', default: 8080 },
+            LOG_LEVEL: { enum: ['debug', 'info', 'warn', 'error'], default: 'info' },
+            API_URL: { const: 'https://{{ $.configs.API_HOST.value }}:{{ $.configs.PORT.value }}' },
+          },
+        },
+        configs: { LOG_LEVEL: 'debug' },
+      },
+    ],
+  },
+  anyServer: {
+    summary: 'Any server: the default store, the root set',
+    value: [
+      {
+        schema: {
+          keys: {
+            LOG_LEVEL: { enum: ['debug', 'info', 'warn', 'error'], default: 'info' },
+            TIMEOUT_MS: { test: 'Number.isInteger($.value) && $.value > 0', default: 3000 },
+          },
         },
       },
-      configs: { LOG_LEVEL: 'debug' },
-    },
-  ],
-];
+    ],
+  },
+};
+
+/** What the server of `npm start` answers to the first example. */
+export const exportResponseExample = { API_HOST: 'eu.api.example.com', PORT: 8443, LOG_LEVEL: 'debug', API_URL: 'https://eu.api.example.com:8443' };
 
 export const exportBodySchema = {
   type: 'array',
   minItems: 1,
   description: 'A pipeline: the commands run in order, each receiving the previous result; the last result is exported.',
   items: { $ref: 'EvalCommand#' },
-  examples: exportBodyExamples,
+  // Valid JSON Schema for the validator; /docs shows the named `exportBodyExamples` instead (docs-ui.ts).
+  examples: [exportBodyExamples.exampleStore.value],
 } as const;
 
 export const problemSchema = {
@@ -152,8 +163,8 @@ const problemExamples: Record<number, Record<string, [string, unknown]>> = {
         type: 'urn:cfgu:problem:invalid-schema',
         title: 'Invalid Schema',
         status: 400,
-        detail: 'key "PORT": property "type" was removed in v1; use "test"',
-        issues: [{ path: '/0/schema/keys/PORT/type', message: 'property "type" was removed in v1; use "test"' }],
+        detail: '`type` of key "PORT" was removed in Cfgu v1: write a `test` expression instead (e.g. "typeof $.value === \'number\'")',
+        issues: [{ path: '/0/schema/keys/PORT/type', message: '`type` of key "PORT" was removed in Cfgu v1: write a `test` expression instead (e.g. "typeof $.value === \'number\'")' }],
       },
     ],
   },
@@ -230,15 +241,20 @@ const problemDescriptions: Record<number, string> = {
   503: 'A store cannot be reached or read and no backup could answer (`Retry-After` says when to retry), or the expression sandbox is down.',
 };
 
+const requestIdHeader = {
+  'X-Request-Id': { type: 'string', description: 'The request id (echoed from the request, or generated).' },
+};
+
 /** A documented problem response for the given status. */
 export function problemResponse(status: number) {
-  const headers: Record<string, unknown> = {};
-  if (status === 401) headers['WWW-Authenticate'] = { schema: { type: 'string', examples: ['Bearer realm="cfgu"'] } };
-  if (status === 405) headers['Allow'] = { schema: { type: 'string', examples: ['POST'] } };
-  if (status === 503) headers['Retry-After'] = { schema: { type: 'integer', examples: [5] }, description: 'Seconds to wait.' };
+  // Each header is a plain JSON schema: @fastify/swagger wraps it in `schema` and lifts `description` out itself.
+  const headers: Record<string, unknown> = { ...requestIdHeader };
+  if (status === 401) headers['WWW-Authenticate'] = { type: 'string', description: 'The scheme to authenticate with.', examples: ['Bearer realm="cfgu"'] };
+  if (status === 405) headers['Allow'] = { type: 'string', description: 'The methods the route allows.', examples: ['POST'] };
+  if (status === 503) headers['Retry-After'] = { type: 'integer', minimum: 0, description: 'Seconds to wait before retrying.', examples: [5] };
   return {
     description: `${STATUS_TITLES[status] ?? 'Error'}: ${problemDescriptions[status] ?? ''}`,
-    ...(Object.keys(headers).length ? { headers } : {}),
+    headers,
     content: {
       'application/problem+json': {
         schema: { $ref: 'Problem#' },
@@ -249,10 +265,6 @@ export function problemResponse(status: number) {
     },
   };
 }
-
-const requestIdHeader = {
-  'X-Request-Id': { schema: { type: 'string' }, description: 'The request id (echoed from the request, or generated).' },
-};
 
 export const exportRouteSchema = {
   summary: 'Evaluate a pipeline and export the result',
@@ -267,7 +279,7 @@ export const exportRouteSchema = {
       headers: {
         ...requestIdHeader,
         'X-Configu-Backup': {
-          schema: { type: 'string' },
+          type: 'string',
           description: 'Present when some stores were answered from the backup: their names, comma-separated.',
         },
       },
@@ -276,7 +288,7 @@ export const exportRouteSchema = {
           schema: {
             type: 'object',
             additionalProperties: true,
-            examples: [{ LOG_LEVEL: 'debug', PORT: 8443, API_URL: 'https://eu.api.example.com' }],
+            examples: [exportResponseExample],
           },
         },
       },
@@ -297,6 +309,7 @@ export const liveRouteSchema = {
   description: 'Always answers while the process runs. Never needs a key.',
   tags: ['health'],
   operationId: 'live',
+  security: [],
   response: {
     200: {
       description: 'The process is alive.',
@@ -314,6 +327,7 @@ export const readyRouteSchema = {
     'Ready once the configuration is loaded and every store is initialised; 503 with an empty body while starting and from the moment shutdown begins. Never needs a key.',
   tags: ['health'],
   operationId: 'ready',
+  security: [],
   response: {
     200: {
       description: 'Ready to serve.',

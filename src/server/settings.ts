@@ -11,6 +11,7 @@ import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { dirname, isAbsolute, resolve as resolvePath } from 'node:path';
 import { ConfigurationError } from '../core/errors.js';
+import { DEFAULT_ENGINE_LIMITS, type EngineLimits } from '../core/eval.js';
 
 export type TrustProxy = boolean | number | string[];
 
@@ -29,6 +30,12 @@ export interface ServerSettings {
     allowedOrigins: string[];
     /** Fastify `trustProxy`: false, true, a hop count, or a list of addresses/CIDRs. */
     trustProxy: TrustProxy;
+    /** Longest time from a connection's first byte (or its opening) to the end of the request headers. */
+    headersTimeoutMs: number;
+    /** Longest time to receive a whole request, headers and body; at least `headersTimeoutMs`. */
+    requestTimeoutMs: number;
+    /** How long a keep-alive connection may sit idle between requests. */
+    idleTimeoutMs: number;
   };
   auth: {
     enabled: boolean;
@@ -47,7 +54,7 @@ export interface ServerSettings {
     commands: number;
     /** Most keys in one command's schema. */
     keys: number;
-  };
+  } & EngineLimits;
   shutdown: {
     /** Longest time between SIGTERM/SIGINT and exit. */
     gracePeriodSeconds: number;
@@ -63,11 +70,15 @@ export const DEFAULT_SETTINGS: Readonly<ServerSettings> = Object.freeze({
     tls: { enabled: false, cert: undefined, key: undefined },
     allowedOrigins: [],
     trustProxy: false,
+    headersTimeoutMs: 10_000,
+    requestTimeoutMs: 30_000,
+    // Above the 60 s idle timeout of common load balancers, so they never reuse a connection this server is closing.
+    idleTimeoutMs: 72_000,
   },
   auth: { enabled: false, presharedKeys: [] },
   log: { enabled: true },
   docs: { enabled: true, public: false },
-  limits: { bodyBytes: 1024 * 1024, commands: 50, keys: 10_000 },
+  limits: { bodyBytes: 1024 * 1024, commands: 50, keys: 10_000, ...DEFAULT_ENGINE_LIMITS },
   shutdown: { gracePeriodSeconds: 10 },
   workers: 0, // 0 = os.availableParallelism(), filled in by resolveSettings
 }) as ServerSettings;
@@ -107,6 +118,9 @@ const ENV = {
   tlsKey: 'CONFIGU_HTTP_TLS_KEY',
   allowedOrigins: 'CONFIGU_HTTP_ALLOWED_ORIGINS',
   trustProxy: 'CONFIGU_HTTP_TRUST_PROXY',
+  headersTimeout: 'CONFIGU_HTTP_HEADERS_TIMEOUT_MS',
+  requestTimeout: 'CONFIGU_HTTP_REQUEST_TIMEOUT_MS',
+  idleTimeout: 'CONFIGU_HTTP_IDLE_TIMEOUT_MS',
   authEnabled: 'CONFIGU_AUTH_ENABLED',
   presharedKeys: 'CONFIGU_AUTH_PRESHARED_KEYS',
   logEnabled: 'CONFIGU_LOG_ENABLED',
@@ -115,6 +129,12 @@ const ENV = {
   bodyBytes: 'CONFIGU_LIMIT_BODY_BYTES',
   commands: 'CONFIGU_LIMIT_COMMANDS',
   keys: 'CONFIGU_LIMIT_KEYS',
+  setDepth: 'CONFIGU_LIMIT_SET_DEPTH',
+  lookups: 'CONFIGU_LIMIT_LOOKUPS',
+  templateBytes: 'CONFIGU_LIMIT_TEMPLATE_BYTES',
+  templateExpressions: 'CONFIGU_LIMIT_TEMPLATE_EXPRESSIONS',
+  valueBytes: 'CONFIGU_LIMIT_VALUE_BYTES',
+  outputBytes: 'CONFIGU_LIMIT_OUTPUT_BYTES',
   grace: 'CONFIGU_SHUTDOWN_GRACE_SECONDS',
   workers: 'CONFIGU_WORKERS',
 } as const;
@@ -124,11 +144,30 @@ export const SETTINGS_ENV_VARS: readonly string[] = Object.values(ENV);
 
 /** Allowed shape of `interface.proxy` (unknown properties are typos and rejected). */
 const FILE_SHAPE: Record<string, Record<string, true | Record<string, true>> | true> = {
-  http: { port: true, host: true, tls: { enabled: true, cert: true, key: true }, allowedOrigins: true, trustProxy: true },
+  http: {
+    port: true,
+    host: true,
+    tls: { enabled: true, cert: true, key: true },
+    allowedOrigins: true,
+    trustProxy: true,
+    headersTimeoutMs: true,
+    requestTimeoutMs: true,
+    idleTimeoutMs: true,
+  },
   auth: { enabled: true, presharedKeys: true },
   log: { enabled: true },
   docs: { enabled: true, public: true },
-  limits: { bodyBytes: true, commands: true, keys: true },
+  limits: {
+    bodyBytes: true,
+    commands: true,
+    keys: true,
+    setDepth: true,
+    lookups: true,
+    templateBytes: true,
+    templateExpressions: true,
+    valueBytes: true,
+    outputBytes: true,
+  },
   shutdown: { gracePeriodSeconds: true },
   workers: true,
 };
@@ -311,6 +350,16 @@ export function resolveSettings(input: ResolveSettingsInput = {}): ServerSetting
   const allowedOrigins = read(undefined, ENV.allowedOrigins, ['http', 'allowedOrigins'], toOrigins, [] as string[]);
   const trustProxy = read(undefined, ENV.trustProxy, ['http', 'trustProxy'], toTrustProxy, false as TrustProxy);
 
+  // Timeouts cannot be switched off: a client that never finishes its request would hold its connection for ever.
+  const timeout = (r: unknown, s: Source) => toInteger(r, s, 10, 3_600_000);
+  const headersTimeoutMs = read(undefined, ENV.headersTimeout, ['http', 'headersTimeoutMs'], timeout, d.http.headersTimeoutMs);
+  const requestHit = pick(undefined, ENV.requestTimeout, ['http', 'requestTimeoutMs']);
+  const requestTimeoutMs = requestHit ? timeout(requestHit[0], requestHit[1]) : Math.max(d.http.requestTimeoutMs, headersTimeoutMs);
+  if (requestTimeoutMs < headersTimeoutMs) {
+    fail(requestHit![1], `must be at least the headers timeout (${headersTimeoutMs} ms): the request timeout covers the headers too`);
+  }
+  const idleTimeoutMs = read(undefined, ENV.idleTimeout, ['http', 'idleTimeoutMs'], timeout, d.http.idleTimeoutMs);
+
   const authEnabled = read(undefined, ENV.authEnabled, ['auth', 'enabled'], toBoolean, false);
   const keysHit = pick(undefined, ENV.presharedKeys, ['auth', 'presharedKeys']);
   const presharedKeys = keysHit ? toList(keysHit[0], keysHit[1]) : [];
@@ -331,15 +380,25 @@ export function resolveSettings(input: ResolveSettingsInput = {}): ServerSetting
   const bodyBytes = read(undefined, ENV.bodyBytes, ['limits', 'bodyBytes'], (r, s) => toInteger(r, s, 1024, 1024 * 1024 * 1024), d.limits.bodyBytes);
   const commands = read(undefined, ENV.commands, ['limits', 'commands'], (r, s) => toInteger(r, s, 1, 100_000), d.limits.commands);
   const keys = read(undefined, ENV.keys, ['limits', 'keys'], (r, s) => toInteger(r, s, 1, 10_000_000), d.limits.keys);
+  const limit = (name: keyof EngineLimits, max: number) =>
+    read(undefined, ENV[name], ['limits', name], (r, s) => toInteger(r, s, 1, max), d.limits[name]);
+  const engineLimits: EngineLimits = {
+    setDepth: limit('setDepth', 10_000),
+    lookups: limit('lookups', 100_000_000),
+    templateBytes: limit('templateBytes', 1024 * 1024 * 1024),
+    templateExpressions: limit('templateExpressions', 1_000_000),
+    valueBytes: limit('valueBytes', 1024 * 1024 * 1024),
+    outputBytes: limit('outputBytes', 1024 * 1024 * 1024),
+  };
   const gracePeriodSeconds = read(undefined, ENV.grace, ['shutdown', 'gracePeriodSeconds'], (r, s) => toInteger(r, s, 0, 3600), d.shutdown.gracePeriodSeconds);
   const workers = read('workers', ENV.workers, ['workers'], (r, s) => toInteger(r, s, 1, 1024), availableParallelism());
 
   return {
-    http: { port, host, tls: { enabled: tlsEnabled, cert, key }, allowedOrigins, trustProxy },
+    http: { port, host, tls: { enabled: tlsEnabled, cert, key }, allowedOrigins, trustProxy, headersTimeoutMs, requestTimeoutMs, idleTimeoutMs },
     auth: { enabled: authEnabled, presharedKeys },
     log: { enabled: logEnabled },
     docs: { enabled: docsEnabled, public: docsPublic },
-    limits: { bodyBytes, commands, keys },
+    limits: { bodyBytes, commands, keys, ...engineLimits },
     shutdown: { gracePeriodSeconds },
     workers,
   };
@@ -359,6 +418,9 @@ export function settingsWith(overrides: SettingsOverrides = {}): ServerSettings 
       tls: { ...d.http.tls, ...o.http?.tls },
       allowedOrigins: o.http?.allowedOrigins ?? [],
       trustProxy: o.http?.trustProxy ?? false,
+      headersTimeoutMs: o.http?.headersTimeoutMs ?? d.http.headersTimeoutMs,
+      requestTimeoutMs: o.http?.requestTimeoutMs ?? Math.max(d.http.requestTimeoutMs, o.http?.headersTimeoutMs ?? 0),
+      idleTimeoutMs: o.http?.idleTimeoutMs ?? d.http.idleTimeoutMs,
     },
     auth: { enabled: o.auth?.enabled ?? false, presharedKeys: o.auth?.presharedKeys ?? [] },
     log: { ...d.log, ...o.log },

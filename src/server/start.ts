@@ -3,7 +3,8 @@
  * turn ready; on SIGTERM/SIGINT drain and exit. Used directly for `--workers 1` and by every cluster worker.
  *
  * Start-up:  load .configu (fatal on error) -> settings (fatal on error) -> build app -> listen (fatal on error)
- *            -> stores init (retried with backoff while unreachable; /ready stays 503) -> ready.
+ *            -> stores init (a store without a backup is retried with backoff until it answers once; /ready stays
+ *            503 meanwhile) -> ready. Readiness never goes back for a store outage after that (docs/server.md).
  * Shutdown:  /ready 503 at once -> keep serving until no request is in flight (at most half the grace period, 5 s
  *            at most) -> stop listening, close idle keep-alive connections, let in-flight requests finish -> close
  *            stores and the sandbox -> exit 0. When the grace period runs out, remaining connections are cut and
@@ -11,13 +12,14 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { ConfigurationError, StoreUnavailableError } from '../core/errors.js';
-import { createStoreRegistry, findConfigFile, loadConfiguration } from '../config/index.js';
-import type { LoadedConfiguration, StoreRegistry } from '../config/types.js';
+import { ConfigurationError } from '../core/errors.js';
+import { NO_CONFIG_FILE, createStoreRegistry, findConfigFile, loadConfiguration, type StoreRegistryWithStatus } from '../config/index.js';
+import type { LoadedConfiguration } from '../config/types.js';
 import { createSandboxEvaluator, expressionOptionsFromEnv, type SandboxOptions } from '../expressions/index.js';
 import { onlyVariableNames, renderVariables } from '../config/render.js';
 import type { ExpressionEvaluator } from '../expressions/types.js';
 import { buildServer } from './app.js';
+import { pinnedPort } from './cluster.js';
 import { Lifecycle } from './lifecycle.js';
 import { createLogger } from './logger.js';
 import { resolveSettings, type ServerSettings, type SettingsFlags } from './settings.js';
@@ -62,7 +64,7 @@ export async function prepare(input: ServeInput): Promise<Prepared> {
   const file = await findConfigFile({ explicit: input.config, env: input.env, cwd: input.cwd });
   if (!file) {
     throw new ConfigurationError(
-      'no .configu file found: pass --config PATH, set CONFIGU_CONFIG, or create a .configu in this folder or a parent',
+      NO_CONFIG_FILE,
       undefined,
       '--config',
     );
@@ -71,9 +73,8 @@ export async function prepare(input: ServeInput): Promise<Prepared> {
   try {
     sandboxOptions = expressionOptionsFromEnv(input.env);
   } catch (e) {
-    // e.g. "CONFIGU_EXPRESSION_TIMEOUT_MS must be an integer from 1 to 60000 (got "x")"
-    const message = (e as Error).message;
-    throw new ConfigurationError(`environment variable ${message}`, undefined, /^(\S+)/.exec(message)?.[1]);
+    // The message starts with the variable's name: "CONFIGU_EXPRESSION_TIMEOUT_MS must be an integer from 1 to ..."
+    throw new ConfigurationError(`environment variable ${(e as Error).message}`);
   }
   const evaluator: ExpressionEvaluator = createSandboxEvaluator(sandboxOptions);
   try {
@@ -117,7 +118,7 @@ export async function startServer(prepared: Prepared, hooks: StartHooks = {}, lo
   const { settings, configuration, evaluator } = prepared;
   const log = logger ?? createLogger(settings);
   const lifecycle = new Lifecycle();
-  let registry: StoreRegistry;
+  let registry: StoreRegistryWithStatus;
   try {
     registry = await createStoreRegistry(configuration, { logger: log });
   } catch (e) {
@@ -125,13 +126,16 @@ export async function startServer(prepared: Prepared, hooks: StartHooks = {}, lo
     throw e;
   }
 
+  const listenPort = pinnedPort() ?? settings.http.port;
   let app: FastifyInstance;
   try {
     app = await buildServer({ registry, configuration, evaluator, settings, logger: log, lifecycle });
-    await app.listen({ port: settings.http.port, host: settings.http.host });
+    // Node's default accept queue (511) overflows when hundreds of clients cut at the same tick reconnect at once; the
+    // kernel then drops new connections, probes included, for a 1 s SYN retry. The kernel caps this at somaxconn.
+    await app.listen({ port: listenPort, host: settings.http.host, backlog: 4096 });
   } catch (e) {
     await Promise.allSettled([registry.close(), evaluator.close()]);
-    throw listenError(e, settings);
+    throw listenError(e, settings, listenPort);
   }
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : settings.http.port;
@@ -169,43 +173,36 @@ export async function startServer(prepared: Prepared, hooks: StartHooks = {}, lo
     return shuttingDown;
   };
 
-  // Stores: initialised after listening, so /ready says 503 while they connect. The registry logs a store it cannot
-  // reach and carries on (the store reconnects when a request uses it; such requests get 503 or the backup until
-  // then). Should init itself fail, it is retried with backoff; a configuration problem is fatal.
+  // Stores: initialised after listening, so /ready says 503 while they connect. Ready once every store without a
+  // backup has answered once: a replica that cannot reach its database (wrong password, network) never takes
+  // traffic, while a store with a backup can answer from it. Afterwards an outage does not turn readiness off (every
+  // replica would leave the load balancer at once): requests to that store get 503, or its backup.
   void (async () => {
     let delay = 500;
     for (;;) {
       if (lifecycle.stopping) return;
-      try {
-        await registry.init();
-        if (lifecycle.stopping) return;
+      await registry.init(); // never rejects: a store it cannot reach is logged and counted in awaiting()
+      if (lifecycle.stopping) return;
+      const waiting = registry.awaiting();
+      if (!waiting.length) {
         lifecycle.markReady();
         log.info({ port }, 'ready');
         hooks.onReady?.();
         return;
-      } catch (e) {
-        if (e instanceof StoreUnavailableError) {
-          log.warn({ store: e.store, retryInSeconds: delay / 1000 }, 'a store cannot be initialised yet; not ready');
-        } else {
-          log.error({ err: e }, 'stores failed to initialise');
-          if (e instanceof ConfigurationError) {
-            void shutdown('configuration error', 1);
-            return;
-          }
-        }
-        await sleep(delay);
-        delay = Math.min(delay * 2, 30_000);
       }
+      log.warn({ stores: waiting, retryInSeconds: delay / 1000 }, 'not ready: waiting for stores without a backup to answer');
+      await sleep(delay);
+      delay = Math.min(delay * 2, 30_000);
     }
   })();
 
   return { app, lifecycle, done, shutdown: (reason) => shutdown(reason) };
 }
 
-function listenError(e: unknown, settings: ServerSettings): unknown {
+function listenError(e: unknown, settings: ServerSettings, port: number): unknown {
   if (e instanceof ConfigurationError) return e;
   const code = (e as NodeJS.ErrnoException)?.code;
-  const where = `${settings.http.host}:${settings.http.port}`;
+  const where = `${settings.http.host}:${port}`;
   if (code === 'EADDRINUSE') return new ConfigurationError(`cannot listen on ${where}: the address is already in use`, undefined, 'http.port');
   if (code === 'EACCES') return new ConfigurationError(`cannot listen on ${where}: permission denied`, undefined, 'http.port');
   if (code === 'EADDRNOTAVAIL' || code === 'ENOTFOUND') {

@@ -23,6 +23,23 @@ export { EtcdConfigStore } from './etcd.js';
 export { BackupDatabase } from './backup.js';
 export { configId, DEFAULT_TIMEOUT_MS } from './common.js';
 
+const SQL_SERVER_SETTINGS = ['url', 'host', 'port', 'username', 'user', 'password', 'database', 'ssl', 'tableName', 'timeout', 'poolSize'] as const;
+
+/**
+ * The `configuration` properties each store kind reads (and nothing else: `.configu` loading rejects any other name,
+ * so a misspelt `tablename` is a start-up error instead of data silently going to the default table).
+ */
+export const STORE_SETTINGS: Readonly<Record<StoreType, readonly string[]>> = {
+  'json-file': ['path', 'watch', 'recheckMs', 'lockTimeoutMs', 'staleLockMs'],
+  'in-memory': [],
+  sqlite: ['database', 'tableName', 'timeout'],
+  postgresql: SQL_SERVER_SETTINGS,
+  mysql: SQL_SERVER_SETTINGS,
+  mariadb: SQL_SERVER_SETTINGS,
+  redis: ['url', 'host', 'port', 'username', 'password', 'db', 'timeout'],
+  etcd: ['hosts', 'host', 'url', 'username', 'password', 'timeout'],
+};
+
 function optBoolean(conf: StoreSettings, prop: string, store: string): boolean | undefined {
   const v = conf[prop];
   if (v === undefined || v === null) return undefined;

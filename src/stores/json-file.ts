@@ -8,21 +8,21 @@
  * stat (about 2 microseconds; no thread-pool hop, no read). With `watch: true` even that stat is skipped while no
  * file-system event arrived (re-checked at least every `recheckMs`, default 1000 ms).
  *
- * Writes: an exclusive lock file `<path>.lock` (created atomically with its content by hard-linking a private draft,
- * which fails with EEXIST like an O_EXCL create; it holds pid, time and a random token) serialises
- * writers across processes; under the lock the file is re-read from disk, the batch applied, the result written to a
- * temporary file in the same folder, fsynced, renamed over the file and the folder fsynced. A lock whose pid is no
- * longer alive, or that is older than `staleLockMs` (default 10 s), is broken. A crash at any point leaves either the
- * old or the new file, never a partial one.
+ * Writes: an exclusive lock file `<path>.lock` (file-lock.ts: kept alive by its holder's heartbeat, taken over when
+ * not refreshed for `staleLockMs`, default 10 s) serialises writers across processes and containers; under the lock
+ * the file is re-read from disk, the batch applied, the result written to a temporary file in the same folder,
+ * fsynced, renamed over the file and the folder fsynced (atomic-write.ts). A crash at any point leaves either the old or the new file,
+ * never a partial one.
  *
  * A file that cannot be read or parsed makes every request fail with StoreUnavailableError naming the store (the
  * file is never overwritten while it is corrupt); the store recovers as soon as the file is fixed.
  */
-import { randomBytes } from 'node:crypto';
 import { statSync, watch, type FSWatcher } from 'node:fs';
-import { link, mkdir, open, readdir, readFile, rename, stat, unlink, writeFile } from 'node:fs/promises';
-import { basename, dirname, join } from 'node:path';
+import { readFile, stat } from 'node:fs/promises';
+import { basename, dirname } from 'node:path';
 import { StoreUnavailableError } from '../core/errors.js';
+import { writeFileAtomic } from './atomic-write.js';
+import { FileLock, sweepLeftovers } from './file-lock.js';
 import { indexBySet, lookUp, Mutex, pairKey, reasonOf, splitWrites, type SetIndex } from './common.js';
 import type { Config, ConfigQuery, ConfigStore } from './types.js';
 
@@ -31,7 +31,7 @@ export interface JsonFileStoreOptions {
   path: string;
   /** How long a writer waits for the lock before giving up (ms). Default 5000. */
   lockTimeoutMs?: number;
-  /** A lock older than this is considered abandoned (ms). Default 10000. */
+  /** A lock whose holder has not refreshed it for this long is abandoned (ms). Default 10000. See file-lock.ts. */
   staleLockMs?: number;
   /**
    * Watch mode (default false): skip even the per-request stat while no file-system event arrived, re-checking at
@@ -76,24 +76,12 @@ export function parseJsonConfigs(text: string): Parsed {
   return { ok: true, configs };
 }
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
-
-function pidAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (e) {
-    return (e as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
-
 const isCode = (e: unknown, ...codes: string[]) => codes.includes((e as NodeJS.ErrnoException)?.code ?? '');
 
 export class JsonFileConfigStore implements ConfigStore {
   readonly type = 'json-file';
   readonly path: string;
-  private readonly lockPath: string;
-  private readonly lockTimeoutMs: number;
+  private readonly lock: FileLock;
   private readonly staleLockMs: number;
   private readonly recheckMs: number;
   private readonly useWatch: boolean;
@@ -123,9 +111,8 @@ export class JsonFileConfigStore implements ConfigStore {
     options: JsonFileStoreOptions,
   ) {
     this.path = options.path;
-    this.lockPath = `${options.path}.lock`;
-    this.lockTimeoutMs = options.lockTimeoutMs ?? 5000;
     this.staleLockMs = options.staleLockMs ?? 10_000;
+    this.lock = new FileLock({ path: `${options.path}.lock`, store: name, timeoutMs: options.lockTimeoutMs ?? 5000, staleMs: this.staleLockMs });
     this.recheckMs = options.recheckMs ?? 1000;
     this.useWatch = options.watch ?? false;
   }
@@ -150,7 +137,7 @@ export class JsonFileConfigStore implements ConfigStore {
     if (!configs.length) return;
     const { upserts, deletes } = splitWrites(configs);
     await this.writes.run(async () => {
-      const release = await this.lock();
+      const lock = await this.lock.acquire();
       try {
         // Re-read under the lock: other processes may have written since our last look.
         const current = await this.readFromDisk();
@@ -161,13 +148,13 @@ export class JsonFileConfigStore implements ConfigStore {
           if (old) old.value = c.value;
           else current.set(k, { ...c });
         }
-        const fingerprint = await this.writeAtomically([...current.values()]);
-        await this.sweepLeftovers();
+        const fingerprint = await this.writeAtomically([...current.values()], () => lock.check());
+        await sweepLeftovers(this.path, this.staleLockMs);
         this.data = current;
         this.fingerprint = fingerprint;
         this.error = undefined;
       } finally {
-        await release();
+        await lock.release();
       }
     });
   }
@@ -296,141 +283,18 @@ export class JsonFileConfigStore implements ConfigStore {
   // Writing
 
   /** Write the whole file atomically; returns the new file's fingerprint. */
-  private async writeAtomically(configs: Config[]): Promise<string> {
-    const dir = dirname(this.path);
-    const tmp = join(dir, `.${basename(this.path)}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`);
+  private async writeAtomically(configs: Config[], stillLocked: () => Promise<void>): Promise<string> {
     const text = `${JSON.stringify(
       configs.map((c) => ({ set: c.set, key: c.key, value: c.value })),
       null,
       2,
     )}\n`;
-    let mode = 0o644;
     try {
-      mode = (await stat(this.path)).mode & 0o777;
-    } catch {
-      /* new file */
-    }
-    let fingerprint: string;
-    try {
-      const fh = await open(tmp, 'wx', mode);
-      try {
-        await fh.writeFile(text, 'utf8');
-        await fh.sync();
-        const st = await fh.stat({ bigint: true });
-        fingerprint = `${st.ino}:${st.size}:${st.mtimeNs}`;
-      } finally {
-        await fh.close();
-      }
-      await rename(tmp, this.path);
+      const st = await writeFileAtomic(this.path, text, { beforeRename: stillLocked });
+      return `${st.ino}:${st.size}:${st.mtimeNs}`;
     } catch (e) {
-      await unlink(tmp).catch(() => undefined);
+      if (e instanceof StoreUnavailableError) throw e;
       throw new StoreUnavailableError(this.name, `cannot write the file: ${reasonOf(e)}`);
     }
-    try {
-      const d = await open(dir, 'r');
-      try {
-        await d.sync();
-      } finally {
-        await d.close();
-      }
-    } catch {
-      /* some file systems cannot fsync a folder; the rename is still atomic */
-    }
-    return fingerprint;
-  }
-
-  /** Take the cross-process lock; resolves to its release function. */
-  private async lock(): Promise<() => Promise<void>> {
-    const token = `${process.pid} ${Date.now()} ${randomBytes(8).toString('hex')}`;
-    const deadline = Date.now() + this.lockTimeoutMs;
-    let madeDir = false;
-    for (;;) {
-      try {
-        // Create the lock with its content in one step: write a private file, then hard-link it to the lock name
-        // (link fails with EEXIST like an O_EXCL create), so no one can ever see an empty lock.
-        const draft = `${this.lockPath}.${process.pid}.${randomBytes(4).toString('hex')}`;
-        await writeFile(draft, token, { encoding: 'utf8', mode: 0o644, flag: 'wx' });
-        try {
-          await link(draft, this.lockPath);
-        } finally {
-          await unlink(draft).catch(() => undefined);
-        }
-        return async () => {
-          try {
-            if ((await readFile(this.lockPath, 'utf8')) === token) await unlink(this.lockPath);
-          } catch {
-            /* already gone (broken as stale by someone else) */
-          }
-        };
-      } catch (e) {
-        if (isCode(e, 'ENOENT') && !madeDir) {
-          madeDir = true;
-          await mkdir(dirname(this.path), { recursive: true }).catch(() => undefined);
-          continue;
-        }
-        if (!isCode(e, 'EEXIST')) throw new StoreUnavailableError(this.name, `cannot take the write lock: ${reasonOf(e)}`);
-      }
-      if (await this.breakStaleLock()) continue;
-      if (Date.now() > deadline) {
-        throw new StoreUnavailableError(this.name, 'timed out waiting for the write lock held by another process', 1);
-      }
-      await sleep(3 + Math.random() * 12);
-    }
-  }
-
-  /**
-   * Remove what killed writers left behind: temporary files `.<name>.<pid>.<random>.tmp` and lock drafts
-   * `<name>.lock.<pid>.<random>` whose pid is no longer alive. Called while holding the lock, after every write.
-   */
-  private async sweepLeftovers(): Promise<void> {
-    const dir = dirname(this.path);
-    const tmpPrefix = `.${basename(this.path)}.`;
-    const draftPrefix = `${basename(this.lockPath)}.`;
-    try {
-      for (const f of await readdir(dir)) {
-        let pidText: string | undefined;
-        if (f.startsWith(tmpPrefix) && f.endsWith('.tmp')) pidText = f.slice(tmpPrefix.length).split('.')[0];
-        else if (f.startsWith(draftPrefix) && !f.startsWith(`${draftPrefix}stale-`)) pidText = f.slice(draftPrefix.length).split('.')[0];
-        const pid = Number(pidText);
-        if (pidText && Number.isInteger(pid) && pid > 0 && pid !== process.pid && !pidAlive(pid)) {
-          await unlink(join(dir, f)).catch(() => undefined);
-        }
-      }
-    } catch {
-      /* best effort */
-    }
-  }
-
-  /** Remove the lock when its owner is dead or it is too old. True when the caller should retry at once. */
-  private async breakStaleLock(): Promise<boolean> {
-    let content: string;
-    let ageMs: number;
-    try {
-      content = await readFile(this.lockPath, 'utf8');
-      ageMs = Date.now() - (await stat(this.lockPath)).mtimeMs;
-    } catch (e) {
-      return isCode(e, 'ENOENT');
-    }
-    const pid = Number(content.split(' ')[0]);
-    const valid = Number.isInteger(pid) && pid > 0;
-    const ownerDead = valid && pid !== process.pid && !pidAlive(pid);
-    // A lock without a pid (made by another tool) is judged by age alone, with a shorter limit.
-    const limit = valid ? this.staleLockMs : Math.min(this.staleLockMs, 2000);
-    if (!ownerDead && ageMs < limit) return false;
-    // Move it aside atomically, then make sure we moved the one we judged (not a fresh lock taken meanwhile).
-    const aside = `${this.lockPath}.stale-${process.pid}-${randomBytes(4).toString('hex')}`;
-    try {
-      await rename(this.lockPath, aside);
-    } catch {
-      return true;
-    }
-    try {
-      if ((await readFile(aside, 'utf8')) !== content) {
-        await link(aside, this.lockPath).catch(() => undefined); // put the live lock back
-      }
-    } finally {
-      await unlink(aside).catch(() => undefined);
-    }
-    return true;
   }
 }

@@ -8,6 +8,7 @@
  * cannot hold both; a write of one replaces the other. Reading a set from a value that is not a JSON object finds
  * nothing; reading a root config returns the raw value whatever it is.
  */
+import { setOwn } from '../core/names.js';
 import { pairKey } from './common.js';
 import type { Config, ConfigQuery } from './types.js';
 
@@ -93,7 +94,7 @@ export function applyKeyValueWrites(
     }
     if (!s.obj) s.obj = parseObject(s.raw ?? undefined) ?? {};
     if (c.value === '') delete s.obj[c.key];
-    else s.obj[c.key] = c.value;
+    else setOwn(s.obj, c.key, c.value); // a key named `__proto__` is an own property, not the object's prototype
     s.raw = Object.keys(s.obj).length ? JSON.stringify(s.obj) : null;
   }
   const changes = new Map<string, string | null>();

@@ -10,7 +10,7 @@
 import type mysql from 'mysql2/promise';
 import { mysqlDriver } from './drivers.js';
 import { LimitError } from '../core/errors.js';
-import { configId, indexName, connectionSecrets } from './common.js';
+import { causeOf, configId, indexName, connectionSecrets } from './common.js';
 import { SqlConfigStore } from './sql.js';
 import type { Config, ConfigQuery } from './types.js';
 
@@ -143,8 +143,8 @@ export class MysqlConfigStore extends SqlConfigStore {
     try {
       return await super.guard(what, fn);
     } catch (e) {
-      // ER_DATA_TOO_LONG: the request is over what the column holds; not an outage.
-      if (/Data too long for column/i.test((e as Error).message)) {
+      // ER_DATA_TOO_LONG (1406): the request is over what the column holds; not an outage.
+      if ((causeOf(e) as { errno?: number } | undefined)?.errno === 1406) {
         throw new LimitError(`a value is too long for store "${this.name}" (a ${this.type} TEXT column holds at most 65,535 bytes)`);
       }
       throw e;

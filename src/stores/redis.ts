@@ -89,7 +89,8 @@ export class RedisConfigStore implements ConfigStore {
 
   async init(): Promise<void> {
     try {
-      await this.ready();
+      // After a failed first connect the client reconnects in the background: only a live connection counts.
+      if ((await this.ready()).status !== 'ready') throw new StoreUnavailableError(this.name, 'not connected (reconnecting)');
     } catch (e) {
       throw unavailable(this.name, e, this.secrets());
     }

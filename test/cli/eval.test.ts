@@ -1,16 +1,18 @@
 /**
- * `cfgu eval` through the built binary: the eval format, origins, --override, --defaults (no store read), the pipe on
+ * `cfgu eval`, in-process through the command runner (runCli) and, for the output and the stack of `--debug`, through
+ * the built binary: the eval format, origins, --override, --defaults (no store read), the pipe on
  * standard input, schema files (several, globs, `.configu` names, errors naming the file), validation failures
  * (exit 1), usage errors (exit 2), an unavailable store (exit 1), --help and --debug.
  */
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { cfgu, killChildren, project, removeTempDirs, tempDir, write } from './helpers.js';
+import { cfgu, closeSandbox, killChildren, project, removeTempDirs, runCli, tempDir, write } from './helpers.js';
 
-after(() => {
+after(async () => {
   killChildren();
   removeTempDirs();
+  await closeSandbox();
 });
 
 const SCHEMA = {
@@ -50,7 +52,7 @@ describe('cfgu eval', { concurrency: true }, () => {
   test('--defaults reads no store and needs no .configu', async () => {
     const dir = tempDir();
     write(join(dir, 'app.cfgu.yaml'), 'keys:\n  PORT:\n    default: 8080\n  HOST:\n    default: localhost\n  FLAG:\n    default: false\n');
-    const r = await cfgu(['eval', '--defaults', '--schema', 'app.cfgu.yaml', '--override', 'HOST=example.org'], { cwd: dir });
+    const r = await runCli(['eval', '--defaults', '--schema', 'app.cfgu.yaml', '--override', 'HOST=example.org'], { cwd: dir });
     assert.equal(r.code, 0, r.stderr);
     const result = JSON.parse(r.stdout);
     assert.deepEqual(
@@ -63,14 +65,14 @@ describe('cfgu eval', { concurrency: true }, () => {
     );
     // With a .configu whose store is broken, --defaults still works (the store is never touched)...
     const broken = project({ 'app.cfgu.json': SCHEMA, 'data.json': '{ not json' });
-    const d = await cfgu(['eval', '--defaults', '--schema', 'app.cfgu.json', '--override', 'HOST=h'], { cwd: broken });
+    const d = await runCli(['eval', '--defaults', '--schema', 'app.cfgu.json', '--override', 'HOST=h'], { cwd: broken });
     assert.equal(d.code, 0, d.stderr);
     assert.equal(JSON.parse(d.stdout).URL.value, 'http://h:8080');
     // ...while reading it fails with exit 1 and a clear message.
-    const s = await cfgu(['eval', '--schema', 'app.cfgu.json'], { cwd: broken });
+    const s = await runCli(['eval', '--schema', 'app.cfgu.json'], { cwd: broken });
     assert.equal(s.code, 1);
     assert.match(s.stderr, /^cfgu eval: store "main" is unavailable: .*not valid JSON.*\n$/);
-    const both = await cfgu(['eval', '--defaults', '--store', 'main', '--schema', 'app.cfgu.json'], { cwd: broken });
+    const both = await runCli(['eval', '--defaults', '--store', 'main', '--schema', 'app.cfgu.json'], { cwd: broken });
     assert.equal(both.code, 2);
     assert.equal(both.stderr, 'cfgu eval: --defaults reads no store: leave out --store\nRun "cfgu eval --help" for usage.\n');
   });
@@ -81,9 +83,9 @@ describe('cfgu eval', { concurrency: true }, () => {
       'eu.cfgu.json': { keys: { PORT: { default: 2 }, REGION: { default: 'eu' }, URL: { const: '{{ $.configs.HOST.value }}:{{ $.configs.PORT.value }}' } } },
       'data.json': [{ set: '', key: 'HOST', value: 'h' }, { set: 'prod', key: 'PORT', value: '4000' }],
     });
-    const first = await cfgu(['eval', '--set', 'prod', '--schema', 'base.cfgu.json'], { cwd: dir });
+    const first = await runCli(['eval', '--set', 'prod', '--schema', 'base.cfgu.json'], { cwd: dir });
     assert.equal(first.code, 0, first.stderr);
-    const second = await cfgu(['eval', '--schema', 'eu.cfgu.json'], { cwd: dir, input: first.stdout });
+    const second = await runCli(['eval', '--schema', 'eu.cfgu.json'], { cwd: dir, stdin: first.stdout });
     assert.equal(second.code, 0, second.stderr);
     const result = JSON.parse(second.stdout);
     // A piped store value beats the current default; the pipe's own keys are carried.
@@ -93,14 +95,14 @@ describe('cfgu eval', { concurrency: true }, () => {
     assert.equal(result.URL.value, 'h:4000');
     // --no-stdin ignores the pipe.
     // (without the pipe, HOST is unknown to URL's const)
-    const ignored = await cfgu(['eval', '--no-stdin', '--schema', 'eu.cfgu.json'], { cwd: dir, input: first.stdout });
+    const ignored = await runCli(['eval', '--no-stdin', '--schema', 'eu.cfgu.json'], { cwd: dir, stdin: first.stdout });
     assert.equal(ignored.code, 1);
     assert.match(ignored.stderr, /^cfgu eval: 1 key failed validation:\ncommand 0, key URL, rule const: /);
     // Not an eval result: exit 2.
-    const bad = await cfgu(['eval', '--schema', 'eu.cfgu.json'], { cwd: dir, input: '{"PORT": 1}' });
+    const bad = await runCli(['eval', '--schema', 'eu.cfgu.json'], { cwd: dir, stdin: '{"PORT": 1}' });
     assert.equal(bad.code, 2);
     assert.equal(bad.stderr, 'cfgu eval: standard input (the pipe) is not the JSON output of `cfgu eval`: "PORT" is not an object\n');
-    const notJson = await cfgu(['eval', '--schema', 'eu.cfgu.json'], { cwd: dir, input: 'PORT=1\n' });
+    const notJson = await runCli(['eval', '--schema', 'eu.cfgu.json'], { cwd: dir, stdin: 'PORT=1\n' });
     assert.equal(notJson.stderr, 'cfgu eval: standard input (the pipe) is not the JSON output of `cfgu eval` (not valid JSON)\n');
   });
 
@@ -116,13 +118,13 @@ describe('cfgu eval', { concurrency: true }, () => {
       { stores: { main: { type: 'json-file', configuration: { path: 'data.json' } } }, schemas: { extra: 'other/d.cfgu.json', all: 'schemas/**/*.cfgu.*' } },
     );
     const keysOf = (stdout: string) => Object.keys(JSON.parse(stdout));
-    const glob = await cfgu(['eval', '--schema', 'schemas/**/*.cfgu.{json,yaml,yml}', '--schema', 'extra'], { cwd: dir });
+    const glob = await runCli(['eval', '--schema', 'schemas/**/*.cfgu.{json,yaml,yml}', '--schema', 'extra'], { cwd: dir });
     assert.equal(glob.code, 0, glob.stderr);
     assert.deepEqual(keysOf(glob.stdout), ['A', 'B', 'C', 'D']);
-    const named = await cfgu(['eval', '--schema', 'all'], { cwd: join(dir, 'other') });
+    const named = await runCli(['eval', '--schema', 'all'], { cwd: join(dir, 'other') });
     assert.equal(named.code, 0, named.stderr);
     assert.deepEqual(keysOf(named.stdout), ['A', 'B', 'C']);
-    const files = await cfgu(['eval', '--schema', 'other/d.cfgu.json', '--schema', 'schemas/?.cfgu.json'], { cwd: dir });
+    const files = await runCli(['eval', '--schema', 'other/d.cfgu.json', '--schema', 'schemas/?.cfgu.json'], { cwd: dir });
     assert.deepEqual(keysOf(files.stdout), ['D', 'A']);
   });
 });
@@ -147,7 +149,7 @@ describe('cfgu eval: schema problems are usage errors (exit 2) naming the file',
       args: ['--schema', 'old.cfgu.json'],
       stderr:
         'cfgu eval: schema file old.cfgu.json: 2 problems:\n' +
-        '  /keys/PORT/type: `type` of key "PORT" was removed in Cfgu v1: write a `test` expression instead (e.g. "validator.isURL($.storedValue)")\n' +
+        '  /keys/PORT/type: `type` of key "PORT" was removed in Cfgu v1: write a `test` expression instead (e.g. "typeof $.value === \'number\'")\n' +
         '  /keys/PORT/options: `options` of key "PORT" was renamed `enum` in Cfgu v1\n',
     },
     {
@@ -155,6 +157,15 @@ describe('cfgu eval: schema problems are usage errors (exit 2) naming the file',
       files: { 'bad.cfgu.yaml': 'keys:\n  A: [1\n' },
       args: ['--schema', 'bad.cfgu.yaml'],
       stderr: /^cfgu eval: schema file bad\.cfgu\.yaml: line \d+, column \d+: not valid YAML: .+\n$/ as unknown as string,
+    },
+    {
+      name: 'YAML aliases past the bound',
+      files: {
+        'bomb.cfgu.yaml':
+          'keys:\n  A: {}\nx:\n  a: &a [1,1,1,1,1,1,1,1,1,1]\n  b: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\n  c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\n  d: [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\n',
+      },
+      args: ['--schema', 'bomb.cfgu.yaml'],
+      stderr: 'cfgu eval: schema file bomb.cfgu.yaml: not valid YAML: Excessive alias count indicates a resource exhaustion attack\n',
     },
     {
       name: 'no file matches a glob',
@@ -215,7 +226,7 @@ describe('cfgu eval: schema problems are usage errors (exit 2) naming the file',
   for (const c of cases) {
     test(c.name, async () => {
       const dir = project(c.files);
-      const r = await cfgu(['eval', ...c.args], { cwd: dir });
+      const r = await runCli(['eval', ...c.args], { cwd: dir });
       if (typeof c.stderr === 'string') assert.equal(r.stderr, c.stderr);
       else assert.match(r.stderr, c.stderr as unknown as RegExp);
       assert.equal(r.code, 2);
@@ -227,7 +238,7 @@ describe('cfgu eval: schema problems are usage errors (exit 2) naming the file',
 describe('cfgu eval: failures and diagnostics', { concurrency: true }, () => {
   test('validation failures: exit 1, one line per failure', async () => {
     const dir = project({ 'app.cfgu.json': SCHEMA, 'data.json': [{ set: '', key: 'PORT', value: '80' }, { set: '', key: 'MODE', value: 'qa' }] });
-    const r = await cfgu(['eval', '--schema', 'app.cfgu.json', '--override', 'NOPE=1'], { cwd: dir });
+    const r = await runCli(['eval', '--schema', 'app.cfgu.json', '--override', 'NOPE=1'], { cwd: dir });
     assert.equal(r.code, 1);
     assert.equal(r.stdout, '');
     assert.equal(
@@ -245,7 +256,7 @@ describe('cfgu eval: failures and diagnostics', { concurrency: true }, () => {
 
   test('--debug prints the stack; without it, never', async () => {
     const dir = project({ 'a.cfgu.json': { keys: { A: {} } } });
-    const plain = await cfgu(['eval', '--store', 'x', '--schema', 'a.cfgu.json'], { cwd: dir });
+    const plain = await runCli(['eval', '--store', 'x', '--schema', 'a.cfgu.json'], { cwd: dir });
     assert.doesNotMatch(plain.stderr, /\n\s+at /);
     const debug = await cfgu(['eval', '--debug', '--store', 'x', '--schema', 'a.cfgu.json'], { cwd: dir });
     assert.equal(debug.code, 2);
@@ -255,25 +266,25 @@ describe('cfgu eval: failures and diagnostics', { concurrency: true }, () => {
   test('--help of every command, with examples, exit 0', async () => {
     const dir = tempDir();
     for (const command of ['eval', 'upsert', 'export']) {
-      const r = await cfgu([command, '--help'], { cwd: dir });
+      const r = await runCli([command, '--help'], { cwd: dir });
       assert.equal(r.code, 0, r.stderr);
       assert.match(r.stdout, new RegExp(`^Usage: cfgu ${command} `));
       assert.match(r.stdout, /\nExamples:\n {2}cfgu /);
       assert.match(r.stdout, /--config PATH/);
       assert.match(r.stdout, /--debug/);
     }
-    const top = await cfgu(['--help'], { cwd: dir });
+    const top = await runCli(['--help'], { cwd: dir });
     for (const command of ['eval', 'upsert', 'export']) assert.match(top.stdout, new RegExp(`\\n {2}${command} +\\S`));
   });
 
   test('.configu is rendered with the environment: bare names on the host, expressions in the sandbox', async () => {
     const dir = project({ 'a.cfgu.json': { keys: { A: {} } }, 'd.json': [{ set: '', key: 'A', value: 'rendered' }] });
     write(join(dir, '.configu'), { stores: { main: { type: 'json-file', configuration: { path: '{{ DATA_FILE }}' } } } });
-    const bare = await cfgu(['eval', '--schema', 'a.cfgu.json'], { cwd: dir, env: { DATA_FILE: 'd.json' } });
+    const bare = await runCli(['eval', '--schema', 'a.cfgu.json'], { cwd: dir, env: { DATA_FILE: 'd.json' } });
     assert.equal(bare.code, 0, bare.stderr);
     assert.equal(JSON.parse(bare.stdout).A.value, 'rendered');
     write(join(dir, '.configu'), { stores: { main: { type: 'json-file', configuration: { path: "{{ (DATA_FILE || 'x').toLowerCase() }}" } } } });
-    const expr = await cfgu(['eval', '--schema', 'a.cfgu.json'], { cwd: dir, env: { DATA_FILE: 'D.JSON' } });
+    const expr = await runCli(['eval', '--schema', 'a.cfgu.json'], { cwd: dir, env: { DATA_FILE: 'D.JSON' } });
     assert.equal(expr.code, 0, expr.stderr);
     assert.equal(JSON.parse(expr.stdout).A.value, 'rendered');
   });
@@ -283,11 +294,11 @@ describe('cfgu eval: failures and diagnostics', { concurrency: true }, () => {
     write(join(dir, 'alt', 'alt.configu'), { stores: { alt: { type: 'json-file', configuration: { path: 'alt.json' } } } });
     write(join(dir, 'alt', 'alt.json'), [{ set: '', key: 'A', value: 'from-alt' }]);
     write(join(dir, 'deep', 'er', 'keep'), '');
-    const walk = await cfgu(['eval', '--schema', '../../a.cfgu.json'], { cwd: join(dir, 'deep', 'er') });
+    const walk = await runCli(['eval', '--schema', '../../a.cfgu.json'], { cwd: join(dir, 'deep', 'er') });
     assert.equal(JSON.parse(walk.stdout).A.value, 'from-main', walk.stderr);
-    const flag = await cfgu(['eval', '--config', 'alt/alt.configu', '--schema', 'a.cfgu.json'], { cwd: dir });
+    const flag = await runCli(['eval', '--config', 'alt/alt.configu', '--schema', 'a.cfgu.json'], { cwd: dir });
     assert.equal(JSON.parse(flag.stdout).A.value, 'from-alt', flag.stderr);
-    const env = await cfgu(['eval', '--schema', 'a.cfgu.json'], { cwd: dir, env: { CONFIGU_CONFIG: join(dir, 'alt', 'alt.configu') } });
+    const env = await runCli(['eval', '--schema', 'a.cfgu.json'], { cwd: dir, env: { CONFIGU_CONFIG: join(dir, 'alt', 'alt.configu') } });
     assert.equal(JSON.parse(env.stdout).A.value, 'from-alt', env.stderr);
   });
 });

@@ -1,5 +1,6 @@
 /**
- * `cfgu export` through the built binary: every format read back by a parser for that format (or exact text),
+ * `cfgu export`, in-process through the command runner (runCli) and through the built binary (no standard input, --run
+ * with the process's own streams, the shell pipeline): every format read back by a parser for that format (or exact text),
  * hidden keys, --filter, --template, --out (atomic), --run (environment and exit code), the removed v0 flags, usage
  * errors, and the pipeline `cfgu eval | cfgu eval | cfgu export` through a real shell pipe.
  */
@@ -8,11 +9,12 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import YAML from 'yaml';
-import { cfgu, killChildren, parseDotenv, parseIni, parseProperties, project, removeTempDirs, sh, tempDir, write } from './helpers.js';
+import { cfgu, closeSandbox, killChildren, parseDotenv, parseIni, parseProperties, project, removeTempDirs, runCli, sh, tempDir, write } from './helpers.js';
 
-after(() => {
+after(async () => {
   killChildren();
   removeTempDirs();
+  await closeSandbox();
 });
 
 const TRICKY = 'it\'s "q" $HOME ${X} %{y} \\ back\nline 2 = a:b #!';
@@ -51,12 +53,12 @@ let evaluated: string;
 
 before(async () => {
   dir = project({ 'app.cfgu.json': SCHEMA, 'data.json': Object.entries(VALUES).map(([key, value]) => ({ set: '', key, value })) });
-  const r = await cfgu(['eval', '--schema', 'app.cfgu.json'], { cwd: dir });
+  const r = await runCli(['eval', '--schema', 'app.cfgu.json'], { cwd: dir });
   assert.equal(r.code, 0, r.stderr);
   evaluated = r.stdout;
 });
 
-const exportWith = (args: string[], cwd = dir) => cfgu(['export', ...args], { cwd, input: evaluated });
+const exportWith = (args: string[], cwd = dir) => runCli(['export', ...args], { cwd, stdin: evaluated });
 
 describe('cfgu export formats', { concurrency: true }, () => {
   test('json (default)', async () => {
@@ -191,13 +193,16 @@ describe('cfgu export: filters, templates, files, commands', { concurrency: true
   });
 
   test('--run: the values are in the command\'s environment; its exit code is passed through', async () => {
-    const r = await exportWith(['--filter', '$.key !== "TRICKY"', '--run', 'echo "$NAME|$PORT|$DEBUG|$TAGS|$UNI|${TOKEN:-none}"; exit 7']);
+    // Through the binary: the command inherits cfgu's own streams.
+    const r = await cfgu(['export', '--filter', '$.key !== "TRICKY"', '--run', 'echo "$NAME|$PORT|$DEBUG|$TAGS|$UNI|${TOKEN:-none}"; exit 7'], { cwd: dir, input: evaluated });
     assert.equal(r.code, 7, r.stderr);
     assert.equal(r.stdout, 'web|8080|false|["a","b"]|héllo €|none\n');
     const ok = await exportWith(['--run', 'test "$TRICKY" = "$EXPECTED"'], dir);
     assert.equal(ok.code, 1, 'EXPECTED is not set: the test fails');
-    const env = await cfgu(['export', '--run', 'printf %s "$TRICKY"'], { cwd: dir, input: evaluated });
+    const env = await runCli(['export', '--run', 'printf %s "$TRICKY"'], { cwd: dir, stdin: evaluated });
     assert.equal(env.stdout, TRICKY);
+    const status = await exportWith(['--run', 'echo "$NAME" >&2; exit 3']);
+    assert.deepEqual(status, { code: 3, stdout: '', stderr: 'web\n' });
   });
 
   test('the pipeline: cfgu eval | cfgu eval | cfgu export through a shell pipe', async () => {
@@ -229,7 +234,7 @@ describe('cfgu export: filters, templates, files, commands', { concurrency: true
 });
 
 describe('cfgu export usage errors: exit 2, exact messages', { concurrency: true }, () => {
-  const cases: Array<{ name: string; args: string[]; stderr: string; stdin?: 'ignore'; input?: string }> = [
+  const cases: Array<{ name: string; args: string[]; stderr: string; stdin?: null; input?: string }> = [
     {
       name: '--pick-label (v0)',
       args: ['--pick-label', 'db'],
@@ -281,7 +286,7 @@ describe('cfgu export usage errors: exit 2, exact messages', { concurrency: true
     {
       name: 'no standard input',
       args: [],
-      stdin: 'ignore',
+      stdin: null,
       stderr: 'cfgu export: export reads the output of `cfgu eval` from standard input, e.g.: cfgu eval --schema app.cfgu.json | cfgu export\n',
     },
     {
@@ -294,10 +299,14 @@ describe('cfgu export usage errors: exit 2, exact messages', { concurrency: true
   for (const c of cases) {
     test(c.name, async () => {
       const cwd = tempDir();
-      const r = await cfgu(['export', ...c.args], { cwd, stdin: c.stdin, input: c.input ?? '{}' });
+      const r = await runCli(['export', ...c.args], { cwd, stdin: c.stdin === null ? null : (c.input ?? '{}') });
       assert.equal(r.stderr, c.stderr);
       assert.equal(r.code, 2);
       assert.equal(r.stdout, '');
     });
   }
+  test('the binary with standard input from /dev/null (not a pipe)', async () => {
+    const r = await cfgu(['export'], { cwd: tempDir(), stdin: 'ignore' });
+    assert.deepEqual(r, { code: 2, stdout: '', stderr: 'cfgu export: export reads the output of `cfgu eval` from standard input, e.g.: cfgu eval --schema app.cfgu.json | cfgu export\n' });
+  });
 });

@@ -1,22 +1,23 @@
 /**
  * Each `cfgu export --format` read back by an independent, third-party parser for that format (not by code of this
- * project): python-dotenv for dotenv, the `ini` npm package for ini, java.util.Properties for properties, Terraform
- * itself (`terraform console -var-file`) for tfvars, the `yaml` package for yaml/configmap/secret, JSON.parse for
- * json. A missing tool skips its test with the reason (and fails under CI=true, like the service checks).
- */
+ * project): python-dotenv for dotenv, the `ini` npm package for ini (it also writes it: there the check is the round
+ * trip), java.util.Properties for properties, Terraform itself (`terraform console -var-file`) for tfvars, the `yaml`
+ * package for yaml/configmap/secret, JSON.parse for json. A missing tool skips its test with the reason (and fails
+ * under CI=true, like the service checks). */
 import { after, before, describe, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
+import ini from 'ini';
 import YAML from 'yaml';
-import { isCI } from '../helpers/services.js';
-import { cfgu, killChildren, project, removeTempDirs, ROOT, tempDir } from './helpers.js';
+import { requireOrSkip } from '../helpers/services.js';
+import { closeSandbox, killChildren, project, removeTempDirs, runCli, tempDir } from './helpers.js';
 
-after(() => {
+after(async () => {
   killChildren();
   removeTempDirs();
+  await closeSandbox();
 });
 
 const TRICKY = 'it\'s "q" $HOME ${X} %{y} \\ back\nline 2 = a:b #!';
@@ -58,13 +59,13 @@ before(async () => {
     'app.cfgu.json': { keys: KEYS },
     'data.json': [...Object.entries(VALUES).map(([key, value]) => ({ set: '', key, value })), { set: '', key: 'TOKEN', value: 'secret' }],
   });
-  const r = await cfgu(['eval', '--schema', 'app.cfgu.json'], { cwd: dir });
+  const r = await runCli(['eval', '--schema', 'app.cfgu.json'], { cwd: dir });
   assert.equal(r.code, 0, r.stderr);
   evaluated = r.stdout;
 });
 
 async function exported(format: string, extra: string[] = []): Promise<string> {
-  const r = await cfgu(['export', '--format', format, ...extra], { cwd: dir, input: evaluated });
+  const r = await runCli(['export', '--format', format, ...extra], { cwd: dir, stdin: evaluated });
   assert.equal(r.code, 0, r.stderr);
   assert.equal(r.stderr, '');
   return r.stdout;
@@ -72,10 +73,7 @@ async function exported(format: string, extra: string[] = []): Promise<string> {
 
 /** Skip (or fail under CI) when a tool is missing. */
 function need(t: TestContext, what: string, ok: boolean): boolean {
-  if (ok) return true;
-  if (isCI()) assert.fail(`${what} is required under CI=true`);
-  t.skip(`${what} is not installed`);
-  return false;
+  return ok || requireOrSkip(t, what, 'not installed');
 }
 
 const runs = (cmd: string, args: string[]) => spawnSync(cmd, args, { encoding: 'utf8' }).status === 0;
@@ -112,16 +110,8 @@ describe('every export format, read back by a third-party parser', { concurrency
     assert.deepEqual({ ...parsed, TRICKY: undefined }, { ...TEXT, TRICKY: undefined });
   });
 
-  test('ini: the ini npm package', async (t) => {
-    const require = createRequire(join(ROOT, 'package.json'));
-    let ini: { parse(text: string): Record<string, unknown> } | undefined;
-    try {
-      ini = require('ini') as typeof ini;
-    } catch {
-      /* not installed */
-    }
-    if (!need(t, 'the ini npm package', ini !== undefined)) return;
-    const parsed = ini!.parse(await exported('ini'));
+  test('ini: the ini npm package', async () => {
+    const parsed = ini.parse(await exported('ini'));
     // The ini package reads the bare words true/false as booleans: compare as text.
     assert.deepEqual(Object.fromEntries(Object.entries(parsed).map(([k, v]) => [k, String(v)])), TEXT);
   });

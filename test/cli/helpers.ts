@@ -1,12 +1,18 @@
 /**
  * Running the BUILT `cfgu` binary as a user would: `node bin/cfgu.js ...` in a temporary working folder with real
  * files. `sh()` runs a shell command line in which `cfgu` is the built binary (a shim on PATH), for pipelines.
+ * `runCli()` runs the same commands in this process through their injectable I/O (no process start-up per run).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import ini from 'ini';
+import type { CommandIO } from '../../src/cli/io.js';
+import type { TrustedEvaluator } from '../../src/cli/lazy-evaluator.js';
+import { main } from '../../src/cli/main.js';
+import { createSandboxEvaluator, expressionOptionsFromEnv, type SandboxEvaluator } from '../../src/expressions/index.js';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 /** The binary under test (CFGU_CLI_BIN may point at another build of it). */
@@ -71,8 +77,8 @@ function collect(child: ChildProcess, options: RunOptions): Promise<Ran> {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
       if (groups.has(child.pid!)) killGroup(child.pid!);
-      reject(new Error(`timed out after ${options.timeoutMs ?? 30_000} ms\nstdout: ${stdout}\nstderr: ${stderr}`));
-    }, options.timeoutMs ?? 30_000);
+      reject(new Error(`timed out after ${options.timeoutMs ?? 120_000} ms\nstdout: ${stdout}\nstderr: ${stderr}`));
+    }, options.timeoutMs ?? 120_000);
     child.on('error', reject);
     child.on('close', (code) => {
       clearTimeout(timer);
@@ -90,6 +96,58 @@ export function cfgu(args: string[], options: RunOptions): Promise<Ran> {
     stdio: [options.stdin ?? 'pipe', 'pipe', 'pipe'],
   });
   return collect(child, options);
+}
+
+// ------------------------------------------------------------------------------------------------ in-process runs
+
+let sandboxStarted: SandboxEvaluator | undefined;
+const sandboxNow = (): SandboxEvaluator =>
+  (sandboxStarted ??= createSandboxEvaluator({ workers: 1, ...expressionOptionsFromEnv(childEnv()) }));
+
+/**
+ * One expression sandbox shared by the in-process runs of a test file, started on first use (as a command starts its
+ * own) and stopped by `closeSandbox()`.
+ */
+const sharedSandbox: TrustedEvaluator = {
+  run: (job, context) => sandboxNow().run(job, context),
+  renderTemplate: (template, context) => sandboxNow().renderTemplate(template, context),
+  evaluateBoolean: (expression, context) => sandboxNow().evaluateBoolean(expression, context),
+  renderTrusted: (template, variables) => sandboxNow().renderTrusted(template, variables as Record<string, string>),
+  close: async () => undefined,
+};
+
+/** Stop the sandbox shared by in-process runs (call it in `after`). */
+export async function closeSandbox(): Promise<void> {
+  const s = sandboxStarted;
+  sandboxStarted = undefined;
+  await s?.close();
+}
+
+export interface CliOptions {
+  cwd: string;
+  /** Standard input's text (a pipe); null: none (a terminal or /dev/null). Default: an empty pipe, as `cfgu()` gives. */
+  stdin?: string | null;
+  env?: Record<string, string | undefined>;
+}
+
+/**
+ * `cfgu ...args` in this process, through the dispatcher with injected I/O: the same code as the binary minus the
+ * process start-up (bin.ts: exit code from main). Standard error is not a terminal.
+ */
+export async function runCli(args: string[], options: CliOptions): Promise<Ran> {
+  let stdout = '';
+  let stderr = '';
+  const io: CommandIO = {
+    stdin: options.stdin === undefined ? '' : options.stdin,
+    stdout: { write: (text: string) => (stdout += text) },
+    stderr: { write: (text: string) => (stderr += text) },
+    env: childEnv(options.env),
+    cwd: options.cwd,
+    isTTY: false,
+    sandbox: sharedSandbox,
+  };
+  const code = await main(args, io);
+  return { code, stdout, stderr };
 }
 
 let shimDir: string | undefined;
@@ -192,16 +250,10 @@ export function parseDotenv(text: string): Record<string, string> {
   return out;
 }
 
-/** Parse section-less INI written as KEY=bare or KEY="json string". */
+/** Parse section-less INI, values as text. */
 export function parseIni(text: string): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const line of text.split('\n')) {
-    if (!line.trim()) continue;
-    const at = line.indexOf('=');
-    const v = line.slice(at + 1);
-    out[line.slice(0, at)] = v.startsWith('"') ? (JSON.parse(v) as string) : v;
-  }
-  return out;
+  // The `ini` package (a dependency); it reads bare true/false as booleans: everything back to text.
+  return Object.fromEntries(Object.entries(ini.parse(text)).map(([k, v]) => [k, String(v)]));
 }
 
 /** Parse Java .properties (the escapes a writer uses: \\ \n \r \t \f \= \: \# \! \  \uXXXX). */

@@ -7,8 +7,10 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { expandBraces, expandGlob, segmentRegExp, withProgress } from '../../src/cli/common.js';
+import { expandGlob } from '../../src/cli/glob.js';
+import { withProgress } from '../../src/cli/progress.js';
 import { collectValues } from '../../src/cli/commands/upsert.js';
+import { requireOrSkip } from '../helpers/services.js';
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
@@ -60,12 +62,13 @@ describe('globs', () => {
     assert.deepEqual(rel(expandGlob(join(root, 's', '*', '*.json'), '/')), ['s/t/d.cfgu.json']);
     assert.deepEqual(expandGlob('nothing/**/*.json', root), []);
   });
-  test('helpers', () => {
-    assert.deepEqual(expandBraces('a{b,c{d,e}}f'), ['abf', 'acdf', 'acef']);
-    assert.deepEqual(expandBraces('{x}'), ['{x}']);
-    assert.ok(segmentRegExp('*.cfgu.json').test('app.cfgu.json'));
-    assert.ok(!segmentRegExp('*.cfgu.json').test('app.cfgu.jsonx'));
-    assert.ok(segmentRegExp('a+b(c).json').test('a+b(c).json'));
+  test('a pattern that names node_modules enters it; file names with ( ) + ! are literal; ../ and absolute roots', () => {
+    assert.deepEqual(rel(expandGlob('node_modules/*/*.cfgu.json', root)), ['node_modules/x/f.cfgu.json']);
+    const odd = join(root, 's', 't');
+    writeFileSync(join(odd, 'a+b(c)!.cfgu.json'), '');
+    assert.deepEqual(rel(expandGlob('a+b(c)!.*', odd).concat(expandGlob('*(c)!.cfgu.json', odd))), ['s/t/a+b(c)!.cfgu.json', 's/t/a+b(c)!.cfgu.json']);
+    assert.deepEqual(rel(expandGlob('../*.cfgu.yml', odd)), ['s/c.cfgu.yml']);
+    assert.deepEqual(rel(expandGlob(`${root}/{s,nothing}/*.cfgu.yml`, '/')), ['s/c.cfgu.yml']);
   });
 });
 
@@ -85,8 +88,7 @@ describe('the binary under a terminal', () => {
   test('a slow store shows the spinner on standard error (a TTY); nothing without a TTY', async (t) => {
     const { spawnSync } = await import('node:child_process');
     if (spawnSync('script', ['--version']).status !== 0) {
-      t.skip('util-linux `script` is not installed: no pseudo-terminal to test with');
-      return;
+      return void requireOrSkip(t, 'util-linux `script` (a pseudo-terminal)', 'not installed');
     }
     const { createServer } = await import('node:net');
     const { cfgu, sh, project, removeTempDirs, killChildren } = await import('./helpers.js');
@@ -97,7 +99,7 @@ describe('the binary under a terminal', () => {
     try {
       const dir = project(
         { 'a.cfgu.json': { keys: { A: {} } } },
-        { stores: { pg: { type: 'postgres', configuration: { host: '127.0.0.1', port, username: 'x', database: 'y', timeoutMs: 1600 } } } },
+        { stores: { pg: { type: 'postgres', configuration: { host: '127.0.0.1', port, username: 'x', database: 'y', timeout: 2500 } } } },
       );
       const tty = await sh(`script -qec "cfgu eval --schema a.cfgu.json" /dev/null`, { cwd: dir });
       assert.equal(tty.code, 1);

@@ -1,5 +1,5 @@
 /**
- * `cfgu upsert` through the built binary: --kv, -k/-v pairing and deletion, the change summary, validation failures
+ * `cfgu upsert`, in-process through the command runner (runCli) and, for a first write, through the built binary: --kv, -k/-v pairing and deletion, the change summary, validation failures
  * (exit 1, every failure listed, nothing written), usage errors (exit 2), a json-file and a sqlite store.
  */
 import { after, describe, test } from 'node:test';
@@ -7,11 +7,12 @@ import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
-import { cfgu, killChildren, project, removeTempDirs, tempDir, write } from './helpers.js';
+import { cfgu, closeSandbox, killChildren, project, removeTempDirs, runCli, tempDir, write } from './helpers.js';
 
-after(() => {
+after(async () => {
   killChildren();
   removeTempDirs();
+  await closeSandbox();
 });
 
 
@@ -42,10 +43,10 @@ describe('cfgu upsert', { concurrency: true }, () => {
       ],
     );
     // Again, one value changed, one the same: only the change is reported; the default store is used without --store.
-    const again = await cfgu(['upsert', '--set', '/prod/', '--schema', 'app.cfgu.json', '--kv', 'HOST=db.local', '--kv', 'PORT=9191'], { cwd: dir });
+    const again = await runCli(['upsert', '--set', '/prod/', '--schema', 'app.cfgu.json', '--kv', 'HOST=db.local', '--kv', 'PORT=9191'], { cwd: dir });
     assert.equal(again.code, 0, again.stderr);
     assert.equal(again.stdout, '1 change in store "main", set "prod":\n~ PORT = "9191" (was "9090")\n');
-    const none = await cfgu(['upsert', '--schema', 'app.cfgu.json', '--set', 'prod', '--kv', 'PORT=9191'], { cwd: dir });
+    const none = await runCli(['upsert', '--schema', 'app.cfgu.json', '--set', 'prod', '--kv', 'PORT=9191'], { cwd: dir });
     assert.equal(none.stdout, 'no changes in store "main", set "prod"\n');
   });
 
@@ -57,7 +58,7 @@ describe('cfgu upsert', { concurrency: true }, () => {
         { set: '', key: 'MODE', value: 'dev' },
       ],
     });
-    const r = await cfgu(
+    const r = await runCli(
       ['upsert', '--schema', 'app.cfgu.json', '-k', 'NOTE', '-k', 'HOST', '-v', 'h1', '--key', 'PORT', '--value', '2000', '--kv', 'MODE='],
       { cwd: dir },
     );
@@ -68,7 +69,7 @@ describe('cfgu upsert', { concurrency: true }, () => {
       ['HOST=h1', 'PORT=2000'],
     );
     // A trailing -k deletes too; a value with spaces and quotes is stored exactly as given.
-    const r2 = await cfgu(['upsert', '--schema', 'app.cfgu.json', '-k', 'NOTE', '-v', 'say "hi", it\'s me', '-k', 'PORT'], { cwd: dir });
+    const r2 = await runCli(['upsert', '--schema', 'app.cfgu.json', '-k', 'NOTE', '-v', 'say "hi", it\'s me', '-k', 'PORT'], { cwd: dir });
     assert.equal(r2.code, 0, r2.stderr);
     assert.equal(r2.stdout, '2 changes in store "main", root set:\n+ NOTE = "say \\"hi\\", it\'s me"\n- PORT (was "2000")\n');
     assert.deepEqual(stored(dir).find((c) => c.key === 'NOTE'), { set: '', key: 'NOTE', value: 'say "hi", it\'s me' });
@@ -76,7 +77,7 @@ describe('cfgu upsert', { concurrency: true }, () => {
 
   test('validation failures: exit 1, one line per failure, nothing written', async () => {
     const dir = project({ 'app.cfgu.json': SCHEMA, 'data.json': [{ set: '', key: 'HOST', value: 'kept' }] });
-    const r = await cfgu(
+    const r = await runCli(
       ['upsert', '--schema', 'app.cfgu.json', '--kv', 'PORT=80', '--kv', 'MODE=staging', '--kv', 'URL=x', '--kv', 'EXTRA=1', '--kv', 'HOST=new'],
       { cwd: dir },
     );
@@ -101,7 +102,7 @@ describe('cfgu upsert', { concurrency: true }, () => {
       { 'app.cfgu.json': SCHEMA },
       { stores: { db: { type: 'sqlite', configuration: { database: 'configs.sqlite' } } } },
     );
-    const r = await cfgu(['upsert', '--store', 'db', '--set', 'prod/eu', '--schema', 'app.cfgu.json', '--kv', 'HOST=eu.local', '--kv', 'MODE=prod'], { cwd: dir });
+    const r = await runCli(['upsert', '--store', 'db', '--set', 'prod/eu', '--schema', 'app.cfgu.json', '--kv', 'HOST=eu.local', '--kv', 'MODE=prod'], { cwd: dir });
     assert.equal(r.code, 0, r.stderr);
     assert.equal(r.stdout, '2 changes in store "db", set "prod/eu":\n+ HOST = "eu.local"\n+ MODE = "prod"\n');
     const require = createRequire(import.meta.url);
@@ -118,7 +119,7 @@ describe('cfgu upsert', { concurrency: true }, () => {
       db.close();
     }
     // Read back through eval at a deeper set (the hierarchy reaches prod/eu).
-    const e = await cfgu(['eval', '--store', 'db', '--set', 'prod/eu/x', '--schema', 'app.cfgu.json'], { cwd: dir });
+    const e = await runCli(['eval', '--store', 'db', '--set', 'prod/eu/x', '--schema', 'app.cfgu.json'], { cwd: dir });
     assert.equal(e.code, 0, e.stderr);
     const result = JSON.parse(e.stdout);
     assert.deepEqual(result.HOST, { key: 'HOST', value: 'eu.local', origin: 'store', cfgu: { required: true }, set: 'prod/eu' });
@@ -196,7 +197,7 @@ describe('cfgu upsert usage errors: exit 2, exact messages', { concurrency: true
       // `configu: null`: a folder with no .configu in it or above it (the system's temporary folder has none).
       const dir = c.configu === null ? tempDir() : project({ 'app.cfgu.json': SCHEMA });
       if (c.configu === null) write(join(dir, 'app.cfgu.json'), SCHEMA);
-      const r = await cfgu(['upsert', ...c.args], { cwd: dir });
+      const r = await runCli(['upsert', ...c.args], { cwd: dir });
       assert.equal(r.stderr, c.stderr);
       assert.equal(r.code, 2);
       assert.equal(r.stdout, '');

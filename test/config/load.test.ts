@@ -266,6 +266,18 @@ describe('createStoreRegistry', () => {
     await none.close();
   });
 
+  test('a store with a backup that is down at start-up holds nothing: its backup answers', async () => {
+    const warnings: string[] = [];
+    const registry = createStoreRegistry(loaded(join(TMP, 'backup', 'c.db')), {
+      logger: { warn: (_d, m) => warnings.push(m) },
+      createStore: (d) => Object.assign(new FlakyStore(d.name), { up: d.name !== 'main' }),
+    });
+    await registry.init();
+    assert.deepEqual(warnings, ['store "main" is unavailable: connection refused; its backup answers meanwhile, and the store is retried when a request uses it']);
+    assert.deepEqual(registry.awaiting(), []);
+    await registry.close();
+  });
+
   test('a store down at start-up does not prevent start-up; backup answers while down; recovery is automatic', async () => {
     const stores = new Map<string, FlakyStore>();
     const warnings: string[] = [];
@@ -280,8 +292,12 @@ describe('createStoreRegistry', () => {
     stores.get('other')!.up = false;
     await registry.init(); // does not throw
     assert.equal(warnings.length, 1);
-    assert.match(warnings[0]!, /^store "other" is unavailable: connection refused; starting anyway/);
+    assert.equal(warnings[0]!, 'store "other" is unavailable: connection refused; retried until it answers');
     assert.deepEqual(registry.status().map((s) => s.available), [true, false]);
+    assert.deepEqual(registry.awaiting(), ['other'], 'a store without a backup that never answered holds readiness');
+    await registry.init(); // again: only the stores that have not answered are tried
+    assert.deepEqual([stores.get('main')!.inits, stores.get('other')!.inits], [1, 2]);
+    warnings.length = 1;
 
     const main = registry.resolve('main');
     await main.write([{ set: 's', key: 'A', value: 'a' }, { set: 's', key: 'B', value: 'b' }]);
@@ -303,6 +319,7 @@ describe('createStoreRegistry', () => {
     await main.write([{ set: 's', key: 'B', value: '' }]);
     assert.deepEqual((await main.read([{ set: 's', key: 'B' }])).configs, []);
     assert.deepEqual((await registry.resolve('other').read([{ set: 's', key: 'A' }])).fromBackup, false);
+    assert.deepEqual(registry.awaiting(), [], 'answering a request counts');
     stores.get('main')!.up = false;
     assert.deepEqual(await main.read([{ set: 's', key: 'B' }]), { configs: [], fromBackup: true });
     await registry.close();

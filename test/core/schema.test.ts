@@ -111,7 +111,7 @@ test('unknown properties are rejected and the allowed ones listed', () => {
 
 test('v0 properties name their v1 replacement', () => {
   const expected: Record<string, string> = {
-    type: '`type` of key "K" was removed in Cfgu v1: write a `test` expression instead (e.g. "validator.isURL($.storedValue)")',
+    type: '`type` of key "K" was removed in Cfgu v1: every stored value is a string, so it needs no replacement (write a `test` expression for a stricter check)',
     options: '`options` of key "K" was renamed `enum` in Cfgu v1',
     labels: '`labels` of key "K" was renamed `label` in Cfgu v1',
     template: '`template` of key "K" was removed in Cfgu v1: use `const` instead',

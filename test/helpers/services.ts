@@ -40,7 +40,7 @@ export function probeTcp(port: number, host = '127.0.0.1', timeoutMs = 2000): Pr
 }
 
 /** Run the probe once per service name (cached); resolves to the failure reason, or undefined when reachable. */
-export function checkService(name: string, probe: Probe, timeoutMs = 5000): Promise<string | undefined> {
+export function checkService(name: string, probe: Probe, timeoutMs = 60_000): Promise<string | undefined> {
   let r = results.get(name);
   if (!r) {
     r = (async () => {
@@ -70,15 +70,23 @@ export function forgetService(name: string): void {
 }
 
 /**
+ * The one place a test skips for a missing precondition (a binary, a service, a browser): prints the reason loudly
+ * and skips `t`, or under CI=true throws (CI must never pass by skipping). Returns false so callers can `return`.
+ */
+export function requireOrSkip(t: TestContext, what: string, reason: string): false {
+  const message = `${what} is not available (${reason})`;
+  if (isCI()) throw new Error(`${message}; CI=true forbids skipping a test that needs it`);
+  process.stderr.write(`\n*** SKIPPED "${t.name}": ${message} ***\n\n`);
+  t.skip(`SKIPPED: ${message}`);
+  return false;
+}
+
+/**
  * True when the service answers. Otherwise skips the test with a loud reason (returns false), or under CI=true
  * fails it (throws).
  */
 export async function requireService(t: TestContext, name: string, probe: Probe): Promise<boolean> {
   const reason = await checkService(name, probe);
   if (reason === undefined) return true;
-  const message = `service "${name}" is not reachable (${reason})`;
-  if (isCI()) throw new Error(`${message}; CI=true forbids skipping tests that need it`);
-  process.stderr.write(`\n*** SKIPPED "${t.name}": ${message} ***\n\n`);
-  t.skip(`SKIPPED: ${message}`);
-  return false;
+  return requireOrSkip(t, `service "${name}"`, `not reachable: ${reason}`);
 }

@@ -16,6 +16,7 @@ import { createStoreRegistry, loadConfiguration, type StoreRegistry } from '../.
 import { createSandboxEvaluator } from '../../src/expressions/index.js';
 import type { ExpressionEvaluator } from '../../src/expressions/types.js';
 import { removeTempDirs, tempDir, writeJson } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 const KEY = 'audit-key-9f8e7d6c5b';
 let registry: StoreRegistry;
@@ -37,8 +38,12 @@ function capture(): { logger: Logger; raw: () => string; lines: () => Array<Reco
   };
 }
 
-async function app(overrides: SettingsOverrides = {}, logger: Logger = pino({ level: 'silent' }) as unknown as Logger): Promise<FastifyInstance> {
-  const a = await buildServer({ registry, evaluator, settings: settingsWith(overrides), logger, ready: true });
+async function app(
+  overrides: SettingsOverrides = {},
+  logger: Logger = pino({ level: 'silent' }) as unknown as Logger,
+  withEvaluator: ExpressionEvaluator = evaluator,
+): Promise<FastifyInstance> {
+  const a = await buildServer({ registry, evaluator: withEvaluator, settings: settingsWith(overrides), logger, ready: true });
   apps.push(a);
   return a;
 }
@@ -107,7 +112,7 @@ describe('HTTP errors table: exact status and body for every row', () => {
 
   test('400: invalid schema, invalid key, invalid set', async () => {
     const a = await app();
-    const typeMessage = '`type` of key "A" was removed in Cfgu v1: write a `test` expression instead (e.g. "validator.isURL($.storedValue)")';
+    const typeMessage = '`type` of key "A" was removed in Cfgu v1: every stored value is a string, so it needs no replacement (write a `test` expression for a stricter check)';
     exactly(await post(a, '[{"store":"main","schema":{"keys":{"A":{"type":"String"}}}}]'), 400, {
       type: 'urn:cfgu:problem:invalid-schema',
       title: 'Invalid Schema',
@@ -276,12 +281,19 @@ describe('HTTP errors table: exact status and body for every row', () => {
       422,
       validationFailed('1 key failed validation', [{ command: 0, key: 'A', rule: 'test', message: `the test ${spin} of key "A" failed: exceeded the time limit of 200 ms` }]),
     );
-    const bomb = '(() => { const a = []; while (true) a.push(new Array(100000).fill(1)); })()';
-    exactly(
-      await post(a, JSON.stringify([{ store: 'main', schema: { keys: { A: { test: bomb } } } }])),
-      422,
-      validationFailed('1 key failed validation', [{ command: 0, key: 'A', rule: 'test', message: `the test ${bomb} of key "A" failed: exceeded the sandbox memory limit of 16 MB` }]),
-    );
+    // The memory bomb on a sandbox whose time limit cannot come first, even on a loaded machine: which limit a bomb
+    // hits is then decided by memory alone.
+    const roomy = await createSandboxEvaluator({ workers: 1, timeoutMs: 60_000, memoryMb: 16 });
+    try {
+      const bomb = '(() => { const a = []; while (true) a.push(new Array(100000).fill(1)); })()';
+      exactly(
+        await post(await app({}, undefined, roomy), JSON.stringify([{ store: 'main', schema: { keys: { A: { test: bomb } } } }])),
+        422,
+        validationFailed('1 key failed validation', [{ command: 0, key: 'A', rule: 'test', message: `the test ${bomb} of key "A" failed: exceeded the sandbox memory limit of 16 MB` }]),
+      );
+    } finally {
+      await roomy.close();
+    }
     const constSpin = '{{ (() => { while (true) {} })() }}';
     const r = await post(a, JSON.stringify([{ store: 'main', schema: { keys: { C: { const: constSpin } } } }]));
     assert.equal(r.statusCode, 422, r.body);
@@ -316,8 +328,11 @@ describe('logs of failing requests never hold keys, values or overrides', () => 
     await post(a, JSON.stringify([{ store: 'main', schema: { keys: { A: {} } } }]), auth);
     // 503.
     await post(a, JSON.stringify([{ store: 'broken', schema: { keys: { A: {} } }, configs: { A: 'override-secret-4444' } }]), auth);
-    await new Promise((r) => setTimeout(r, 50));
-    const reqLines = lines().filter((l) => l.msg === 'request');
+    // A request is logged once its answer is sent: wait for the five lines.
+    const reqLines = await waitFor('five request log lines', () => {
+      const got = lines().filter((l) => l.msg === 'request');
+      return got.length >= 5 ? got : undefined;
+    });
     assert.deepEqual(reqLines.map((l) => l.status), [401, 400, 422, 200, 503]);
     for (const l of reqLines) assert.equal(typeof l.reqId, 'string');
     for (const secret of [KEY, 'wrong-secret-key-4242', 'body-secret-1111', 'override-secret-2222', 'override-secret-3333', 'override-secret-4444', '"abc"']) {
@@ -341,5 +356,108 @@ describe('trust proxy', () => {
       assert.equal(line?.ip, expected, `trustProxy ${trustProxy}`);
       await a.close();
     }
+  });
+});
+
+describe('host-side bounds of a request (issue 10): exact status and body', () => {
+  const limit = (detail: string) => ({ type: 'urn:cfgu:problem:limit-exceeded', title: 'Limit Exceeded', status: 413, detail });
+  const invalidSchema = (message: string, path: string) => ({
+    type: 'urn:cfgu:problem:invalid-schema',
+    title: 'Invalid Schema',
+    status: 400,
+    detail: message,
+    issues: [{ path, message }],
+  });
+  const ok = (r: LightMyRequestResponse, body: unknown) => {
+    assert.equal(r.statusCode, 200, r.body);
+    assert.deepEqual(r.json(), body);
+  };
+
+  test('413: set depth (default 32 segments), store lookups, const template length and expressions', async () => {
+    const a = await app();
+    const path = (n: number) => Array.from({ length: n }, () => 'a').join('/');
+    ok(await post(a, JSON.stringify([{ store: 'main', set: path(32), schema: { keys: { A: null } } }])), { A: 'abc' });
+    exactly(await post(a, JSON.stringify([{ store: 'main', set: path(33), schema: { keys: { A: null } } }])), 413, limit('command 0: the set path has 33 segments; the limit is 32'));
+    // The issue's input: 10,000 keys at a set 3,000 segments deep.
+    const keys = Object.fromEntries(Array.from({ length: 10_000 }, (_, i) => [`K${i}`, null]));
+    exactly(await post(a, JSON.stringify([{ store: 'main', set: path(3000), schema: { keys } }])), 413, limit('command 0: the set path has 3000 segments; the limit is 32'));
+
+    const b = await app({ limits: { lookups: 5, templateBytes: 20, templateExpressions: 2 } });
+    exactly(
+      await post(b, JSON.stringify([{ store: 'main', set: 'x/y', schema: { keys: { A: null, B: null } } }])),
+      413,
+      limit("the pipeline reads 6 store entries (each command's keys times the sets of its hierarchy); the limit is 5"),
+    );
+    exactly(
+      await post(b, JSON.stringify([{ store: 'main', schema: { keys: { C: { const: `{{ "${'x'.repeat(20)}" }}` } } } }])),
+      413,
+      limit('command 0: the `const` of key "C" is 28 bytes long; the limit is 20'),
+    );
+    exactly(await post(b, JSON.stringify([{ store: 'main', schema: { keys: { C: { const: '{{1}}{{2}}<%3%>' } } } }])), 413, limit('command 0: the `const` of key "C" has 3 expressions; the limit is 2'));
+  });
+
+  test('422: a const value over its size limit, and const values over the request total (later commands not run)', async () => {
+    const a = await app({ limits: { valueBytes: 1000, outputBytes: 2500 } });
+    const command = (key: string, n: number) => ({ store: 'main', schema: { keys: { [key]: { const: `{{ "x".repeat(${n}) }}` } } } });
+    exactly(await post(a, JSON.stringify([command('C', 1001), command('D', 1)])), 422, validationFailed('1 key failed validation', [
+      { command: 0, key: 'C', rule: 'const', message: 'the value of `const` of key "C" is 1001 bytes; the limit is 1000' },
+    ]));
+    exactly(await post(a, JSON.stringify(Array.from({ length: 12 }, (_, i) => command(`C${i}`, 1000)))), 422, validationFailed('1 key failed validation', [
+      { command: 2, key: 'C2', rule: 'const', message: 'the value of `const` of key "C2" brings the values computed by `const` in this request to 3000 bytes; the limit is 2500' },
+    ]));
+    ok(await post(a, JSON.stringify([command('C', 1000), command('D', 1000)])), { C: 'x'.repeat(1000), D: 'x'.repeat(1000) });
+  });
+
+  test('400: a declaration nested deeper than 64 levels (an enum of 1,600 nested arrays)', async () => {
+    const a = await app();
+    const deep = '['.repeat(1600) + ']'.repeat(1600);
+    const message = '`enum` of key "E" is nested more than 64 levels deep';
+    exactly(await post(a, `[{"store":"main","schema":{"keys":{"E":{"enum":[${deep}],"default":${deep}}}}}]`), 400, invalidSchema(message, '/0/schema/keys/E/enum'));
+  });
+
+  test('400: non-finite numbers are refused; the answer does not depend on what came before', async () => {
+    const a = await app();
+    const infinite = (key: string, where: string) => invalidSchema(`\`${where}\` of key "${key}" holds a number that is not finite (such as 1e400); cfgu refuses them`, `/0/schema/keys/${key}/${where}`);
+    const nullMaximum = (key: string) => invalidSchema(`\`schema\` of key "${key}" is not a valid JSON Schema: /maximum must be number`, `/0/schema/keys/${key}/schema`);
+    const maximum = (key: string, v: string) => post(a, `[{"store":"main","schema":{"keys":{"${key}":{"schema":{"maximum":${v}}}}}}]`);
+    const enumOf = (key: string, v: string) => post(a, `[{"store":"main","schema":{"keys":{"${key}":{"enum":[${v}]}}}}]`);
+    // Each pair in both orders (a key name of its own per order, so neither answer can come from the other's cache entry).
+    for (let round = 0; round < 2; round++) {
+      exactly(await maximum('M1', '1e400'), 400, infinite('M1', 'schema'));
+      exactly(await maximum('M1', 'null'), 400, nullMaximum('M1'));
+      exactly(await maximum('M2', 'null'), 400, nullMaximum('M2'));
+      exactly(await maximum('M2', '1e400'), 400, infinite('M2', 'schema'));
+      exactly(await enumOf('E1', '1e400'), 400, infinite('E1', 'enum'));
+      ok(await enumOf('E1', 'null'), { E1: '' });
+      ok(await enumOf('E2', 'null'), { E2: '' });
+      exactly(await enumOf('E2', '-1e400'), 400, infinite('E2', 'enum'));
+    }
+  });
+
+  test('400: an invalid schema never carries another request\'s text', async () => {
+    const a = await app();
+    const secret = await post(a, JSON.stringify([{ store: 'main', schema: { keys: { S: { schema: { properties: { secretField: { type: 5 } } } } } } }]));
+    assert.equal(secret.statusCode, 400);
+    assert.match(secret.body, /secretField/);
+    const message = '`schema` of key "B" is not a valid JSON Schema: /$schema is not a meta-schema cfgu can check against';
+    const other = await post(a, JSON.stringify([{ store: 'main', schema: { keys: { B: { schema: { $schema: 'https://example.com/x' } } } } }]));
+    exactly(other, 400, invalidSchema(message, '/0/schema/keys/B/schema'));
+  });
+
+  test('200: a value that is the text of deeply nested JSON stays a string (const and default)', async () => {
+    const a = await app();
+    const deep = '['.repeat(5000) + ']'.repeat(5000);
+    ok(await post(a, JSON.stringify([{ store: 'main', schema: { keys: { C: { const: "{{ '['.repeat(5000) + ']'.repeat(5000) }}" } } } }])), { C: deep });
+    ok(await post(a, JSON.stringify([{ store: 'main', schema: { keys: { D: { default: deep } } } }])), { D: deep });
+    ok(await post(a, JSON.stringify([{ store: 'main', schema: { keys: { D: null } }, configs: { D: deep } }])), { D: deep });
+    // 64 levels are still a value.
+    const fine = '['.repeat(64) + ']'.repeat(64);
+    ok(await post(a, JSON.stringify([{ store: 'main', schema: { keys: { D: { default: fine } } } }])), { D: JSON.parse(fine) });
+  });
+
+  test('200: a default listed in enum passes the enum check (null, and 5 under a string type)', async () => {
+    const a = await app();
+    ok(await post(a, '[{"store":"main","schema":{"keys":{"N":{"default":null,"enum":[null]}}}}]'), { N: 'null' });
+    ok(await post(a, '[{"store":"main","schema":{"keys":{"F":{"default":5,"enum":[5],"schema":{"type":"string"}}}}}]'), { F: '5' });
   });
 });

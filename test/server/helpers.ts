@@ -3,7 +3,6 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -27,18 +26,7 @@ export function writeJson(path: string, value: unknown): string {
   return path;
 }
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const a = srv.address();
-      const port = typeof a === 'object' && a ? a.port : 0;
-      srv.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from '../helpers/private.js';
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
@@ -143,7 +131,7 @@ export function spawnCfgu(args: string[], env: Record<string, string | undefined
     stderr: () => err,
     exited,
     logs,
-    async waitForLog(msg, match = () => true, timeoutMs = 20_000) {
+    async waitForLog(msg, match = () => true, timeoutMs = 60_000) {
       const end = Date.now() + timeoutMs;
       for (;;) {
         const hit = logs().find((l) => l.msg === msg && match(l));
@@ -172,7 +160,7 @@ export async function killChildren(): Promise<void> {
 }
 
 /** Poll until `url` answers `status` (or throw). */
-export async function waitForStatus(url: string, status: number, timeoutMs = 15_000, options: CallOptions = {}): Promise<HttpAnswer> {
+export async function waitForStatus(url: string, status: number, timeoutMs = 60_000, options: CallOptions = {}): Promise<HttpAnswer> {
   const end = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
@@ -197,4 +185,19 @@ export function isProblem(r: HttpAnswer, status: number): Record<string, any> {
   for (const f of ['type', 'title', 'status', 'detail']) if (!(f in p)) throw new Error(`problem without ${f}: ${r.body}`);
   if (p.status !== status) throw new Error(`problem status ${p.status} != ${status}`);
   return p;
+}
+
+/**
+ * `cfgu serve ... --port 0 --host 127.0.0.1`: the system picks a free port, read back from the server's
+ * "listening; initialising stores" log line (no port is chosen beforehand, so none can be taken in between). Needs
+ * logging on (the default). Resolves once that line is logged; wait for /ready yourself when stores matter.
+ */
+export async function serveOnFreePort(
+  args: string[],
+  env: Record<string, string | undefined> = {},
+  cwd = ROOT,
+): Promise<{ p: Spawned; port: number; base: string }> {
+  const p = spawnCfgu(['serve', ...args, '--port', '0', '--host', '127.0.0.1'], env, cwd);
+  const line = await p.waitForLog('listening; initialising stores', (l) => typeof l.port === 'number' && l.port > 0);
+  return { p, port: line.port as number, base: `http://127.0.0.1:${line.port}` };
 }

@@ -1,16 +1,31 @@
 /**
- * `npm start` and the Dockerfile are the README's commands: `npm start` serves examples/.configu (the example the
- * binary test answers the README's curl from), and the Dockerfile's steps are `npm ci` then `npm start`.
+ * `npm start` and the Dockerfile are the README's commands: `npm start` serves examples/.configu unless
+ * CONFIGU_CONFIG / CONFIGU_CONFIGURATION names another `.configu` (the image runs `npm start`, so the same variables
+ * point it elsewhere), and the Dockerfile's steps are `npm ci` then `npm start`. The repository carries the license
+ * package.json names.
  */
-import { test } from 'node:test';
+import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ROOT } from './helpers.js';
+import { call, removeTempDirs, ROOT, tempDir, writeJson } from './helpers.js';
 
-test('npm start runs the proxy on examples/.configu; the Dockerfile runs the README install and start commands', () => {
-  const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string> };
-  assert.equal(pkg.scripts.start, 'exec node bin/cfgu.js serve --config examples/.configu');
+const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string>; license: string; bin: Record<string, string> };
+const groups = new Set<number>();
+
+after(() => {
+  for (const pid of groups) {
+    try {
+      process.kill(-pid, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
+  }
+  removeTempDirs();
+});
+
+test('the Dockerfile runs the README install and start commands; the package has its bin and license', () => {
   const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
   assert.ok(readme.includes('npm ci && npm start'), 'README install and start commands');
   const steps = readFileSync(join(ROOT, 'Dockerfile'), 'utf8')
@@ -18,6 +33,79 @@ test('npm start runs the proxy on examples/.configu; the Dockerfile runs the REA
     .filter((l) => /^(RUN|CMD)\b/.test(l));
   assert.ok(steps.includes('RUN npm ci'), steps.join('\n'));
   assert.equal(steps.at(-1), 'CMD ["npm", "start"]');
-  const example = JSON.parse(JSON.stringify(readFileSync(join(ROOT, 'examples', '.configu'), 'utf8')));
-  assert.match(example, /json-file|JsonFile/i, 'the example has a JSON-file store');
+  assert.deepEqual(pkg.bin, { cfgu: 'bin/cfgu.js' });
+  assert.equal(pkg.license, 'Apache-2.0');
+  const license = readFileSync(join(ROOT, 'LICENSE'), 'utf8');
+  assert.match(license, /^\s*Apache License\s+Version 2\.0, January 2004\s+http:\/\/www\.apache\.org\/licenses\//);
+  assert.match(license, /END OF TERMS AND CONDITIONS/);
+});
+
+/**
+ * Run `npm start` in the checkout with `env` (port 0 on loopback, one process); resolves once the server is ready,
+ * with the port it listens on.
+ */
+async function npmStart(env: Record<string, string>): Promise<{ port: number; stop: () => Promise<void> }> {
+  const childEnv: NodeJS.ProcessEnv = { ...process.env };
+  for (const k of Object.keys(childEnv)) if (k.startsWith('CONFIGU_')) delete childEnv[k];
+  Object.assign(childEnv, { CONFIGU_HTTP_PORT: '0', CONFIGU_HTTP_HOST: '127.0.0.1', CONFIGU_WORKERS: '1', ...env });
+  // Its own process group: npm, the shell and the server are stopped together.
+  const child = spawn('npm', ['start'], { cwd: ROOT, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  groups.add(child.pid!);
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  let out = '';
+  const port = await new Promise<number>((resolve, reject) => {
+    // The server's `ready` log line (stores initialised) carries the bound port.
+    const look = () => {
+      for (const line of out.split('\n').slice(0, -1)) {
+        if (!line.startsWith('{')) continue;
+        const entry = JSON.parse(line) as { msg?: string; port?: number };
+        if (entry.msg === 'ready' && typeof entry.port === 'number') return resolve(entry.port);
+      }
+    };
+    child.stdout!.setEncoding('utf8').on('data', (d: string) => ((out += d), look()));
+    child.stderr!.setEncoding('utf8').on('data', (d: string) => (out += d));
+    child.once('exit', (code) => reject(new Error(`npm start exited (${code}) before it was ready:\n${out}`)));
+  });
+  return {
+    port,
+    stop: async () => {
+      process.kill(-child.pid!, 'SIGTERM');
+      await exited;
+      groups.delete(child.pid!);
+    },
+  };
+}
+
+async function exportFrom(port: number, body: unknown) {
+  const r = await call(`http://127.0.0.1:${port}/export`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
+  return { status: r.status, body: r.body };
+}
+
+test('npm start serves examples/.configu by default', { timeout: 60_000 }, async () => {
+  assert.match(pkg.scripts.start!, /examples\/\.configu/);
+  const s = await npmStart({});
+  try {
+    const r = await exportFrom(s.port, [{ store: 'example', set: 'production/eu', schema: { keys: { API_HOST: {} } } }]);
+    assert.deepEqual(r, { status: 200, body: '{"API_HOST":"eu.api.example.com"}' });
+  } finally {
+    await s.stop();
+  }
+});
+
+test('CONFIGU_CONFIGURATION and CONFIGU_CONFIG point npm start at another .configu', { timeout: 60_000 }, async () => {
+  for (const variable of ['CONFIGU_CONFIGURATION', 'CONFIGU_CONFIG']) {
+    const dir = tempDir();
+    writeJson(join(dir, 'values.json'), [{ set: '', key: 'WHERE', value: variable }]);
+    const file = writeJson(join(dir, '.configu'), { stores: { elsewhere: { type: 'json-file', configuration: { path: 'values.json' } } } });
+    const s = await npmStart({ [variable]: file });
+    try {
+      const r = await exportFrom(s.port, [{ store: 'elsewhere', schema: { keys: { WHERE: { required: true } } } }]);
+      assert.deepEqual(r, { status: 200, body: JSON.stringify({ WHERE: variable }) }, variable);
+      const example = await exportFrom(s.port, [{ store: 'example', schema: { keys: { A: {} } } }]);
+      assert.equal(example.status, 400, 'the example store is not served');
+      assert.match(JSON.parse(example.body).detail, /unknown store "example"/);
+    } finally {
+      await s.stop();
+    }
+  }
 });

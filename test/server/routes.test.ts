@@ -11,10 +11,11 @@ import { pino, type Logger } from 'pino';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { buildServer, Lifecycle, settingsWith, type SettingsOverrides } from '../../src/server/index.js';
 import { createStoreRegistry, loadConfiguration, type StoreRegistry } from '../../src/config/index.js';
+import type { StoreRegistryWithStatus } from '../../src/config/registry.js';
 import { createSandboxEvaluator } from '../../src/expressions/index.js';
 import type { ExpressionEvaluator } from '../../src/expressions/types.js';
 import type { StoreResolver } from '../../src/stores/types.js';
-import { freePort, removeTempDirs, tempDir, writeJson } from './helpers.js';
+import { removeTempDirs, tempDir, writeJson } from './helpers.js';
 
 const KEY = 'test-key-0123456789';
 let dir: string;
@@ -193,9 +194,8 @@ describe('POST /export', () => {
     let r = await exportReq(a, body);
     assert.equal(r.statusCode, 200, r.body);
     assert.deepEqual(r.json(), { A: 'from-store' });
-    await new Promise((res) => setTimeout(res, 50)); // the backup copy is written off the request path
-    writeFileSync(join(dir, 'flaky.json'), '[ broken');
-    await new Promise((res) => setTimeout(res, 1200)); // past the store's re-check interval
+    (registry as StoreRegistryWithStatus).backup!.flush(); // the backup copy is written off the request path: write it now
+    writeFileSync(join(dir, 'flaky.json'), '[ broken'); // seen by the next request (the file is checked on each one)
     r = await exportReq(a, body);
     assert.equal(r.statusCode, 200, r.body);
     assert.deepEqual(r.json(), { A: 'from-store' });
@@ -398,7 +398,7 @@ describe('error table', () => {
   });
 
   test('503 with Retry-After for a postgres store on a closed port', async () => {
-    const port = await freePort();
+    const port = 1; // privileged and unused: nothing listens there
     const pgDir = tempDir();
     writeJson(join(pgDir, '.configu'), {
       stores: { pg: { type: 'postgres', configuration: { host: '127.0.0.1', port, username: 'u', password: 'p', database: 'd', timeout: 1000 } } },

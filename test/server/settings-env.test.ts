@@ -5,15 +5,24 @@
  */
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
+import { ConfigurationError } from '../../src/core/errors.js';
 import { resolveSettings } from '../../src/server/settings.js';
 
 const FILE = '/srv/app/.configu';
 const fileSettings = {
-  http: { port: 7000, host: '127.0.0.1', allowedOrigins: ['https://file.example.com'], trustProxy: false },
+  http: {
+    port: 7000,
+    host: '127.0.0.1',
+    allowedOrigins: ['https://file.example.com'],
+    trustProxy: false,
+    headersTimeoutMs: 5000,
+    requestTimeoutMs: 20_000,
+    idleTimeoutMs: 9000,
+  },
   auth: { enabled: false },
   log: { enabled: true },
   docs: { enabled: true, public: false },
-  limits: { bodyBytes: 4096, commands: 2, keys: 3 },
+  limits: { bodyBytes: 4096, commands: 2, keys: 3, setDepth: 4, lookups: 5, templateBytes: 6, templateExpressions: 7, valueBytes: 8, outputBytes: 9 },
   shutdown: { gracePeriodSeconds: 4 },
   workers: 5,
 };
@@ -24,12 +33,21 @@ describe('environment variables beat interface.proxy in .configu', () => {
     ['CONFIGU_HTTP_HOST', '::1', (s) => s.http.host, '::1'],
     ['CONFIGU_HTTP_ALLOWED_ORIGINS', 'https://env.example.com', (s) => s.http.allowedOrigins, ['https://env.example.com']],
     ['CONFIGU_HTTP_TRUST_PROXY', 'true', (s) => s.http.trustProxy, true],
+    ['CONFIGU_HTTP_HEADERS_TIMEOUT_MS', '2500', (s) => s.http.headersTimeoutMs, 2500],
+    ['CONFIGU_HTTP_REQUEST_TIMEOUT_MS', '45000', (s) => s.http.requestTimeoutMs, 45_000],
+    ['CONFIGU_HTTP_IDLE_TIMEOUT_MS', '65000', (s) => s.http.idleTimeoutMs, 65_000],
     ['CONFIGU_LOG_ENABLED', 'false', (s) => s.log.enabled, false],
     ['CONFIGU_DOCS_ENABLED', 'false', (s) => s.docs.enabled, false],
     ['CONFIGU_DOCS_PUBLIC', 'true', (s) => s.docs.public, true],
     ['CONFIGU_LIMIT_BODY_BYTES', '2048', (s) => s.limits.bodyBytes, 2048],
     ['CONFIGU_LIMIT_COMMANDS', '9', (s) => s.limits.commands, 9],
     ['CONFIGU_LIMIT_KEYS', '11', (s) => s.limits.keys, 11],
+    ['CONFIGU_LIMIT_SET_DEPTH', '12', (s) => s.limits.setDepth, 12],
+    ['CONFIGU_LIMIT_LOOKUPS', '13', (s) => s.limits.lookups, 13],
+    ['CONFIGU_LIMIT_TEMPLATE_BYTES', '14', (s) => s.limits.templateBytes, 14],
+    ['CONFIGU_LIMIT_TEMPLATE_EXPRESSIONS', '15', (s) => s.limits.templateExpressions, 15],
+    ['CONFIGU_LIMIT_VALUE_BYTES', '16', (s) => s.limits.valueBytes, 16],
+    ['CONFIGU_LIMIT_OUTPUT_BYTES', '17', (s) => s.limits.outputBytes, 17],
     ['CONFIGU_SHUTDOWN_GRACE_SECONDS', '3', (s) => s.shutdown.gracePeriodSeconds, 3],
     ['CONFIGU_WORKERS', '1', (s) => s.workers, 1],
   ];
@@ -50,4 +68,39 @@ describe('environment variables beat interface.proxy in .configu', () => {
     const s = resolveSettings({ fileSettings, file: FILE, env: { CONFIGU_HTTP_PORT: '7100', CONFIGU_HTTP_HOST: '::1', CONFIGU_WORKERS: '3' }, flags: { port: '7200', host: '0.0.0.0', workers: '2' } });
     assert.deepEqual([s.http.port, s.http.host, s.workers], [7200, '0.0.0.0', 2]);
   });
+});
+
+describe('the timeouts', () => {
+  test('the file sets them (as numbers or as rendered strings)', () => {
+    const s = resolveSettings({ fileSettings: { http: { headersTimeoutMs: '3000', requestTimeoutMs: 4000, idleTimeoutMs: 5000 } }, file: FILE });
+    assert.deepEqual([s.http.headersTimeoutMs, s.http.requestTimeoutMs, s.http.idleTimeoutMs], [3000, 4000, 5000]);
+  });
+
+  test('a headers timeout above the default request timeout raises the request timeout with it', () => {
+    const s = resolveSettings({ env: { CONFIGU_HTTP_HEADERS_TIMEOUT_MS: '40000' } });
+    assert.deepEqual([s.http.headersTimeoutMs, s.http.requestTimeoutMs], [40_000, 40_000]);
+  });
+
+  const refused: Array<[Record<string, string>, string, RegExp]> = [
+    [{ CONFIGU_HTTP_HEADERS_TIMEOUT_MS: '0' }, 'CONFIGU_HTTP_HEADERS_TIMEOUT_MS', /^environment variable CONFIGU_HTTP_HEADERS_TIMEOUT_MS: must be a whole number from 10 to 3600000, got "0"$/],
+    [{ CONFIGU_HTTP_IDLE_TIMEOUT_MS: 'soon' }, 'CONFIGU_HTTP_IDLE_TIMEOUT_MS', /^environment variable CONFIGU_HTTP_IDLE_TIMEOUT_MS: must be a whole number from 10 to 3600000, got "soon"$/],
+    [
+      { CONFIGU_HTTP_HEADERS_TIMEOUT_MS: '5000', CONFIGU_HTTP_REQUEST_TIMEOUT_MS: '1000' },
+      'CONFIGU_HTTP_REQUEST_TIMEOUT_MS',
+      /^environment variable CONFIGU_HTTP_REQUEST_TIMEOUT_MS: must be at least the headers timeout \(5000 ms\): the request timeout covers the headers too$/,
+    ],
+  ];
+  for (const [env, property, message] of refused) {
+    test(`refused: ${JSON.stringify(env)}`, () => {
+      assert.throws(
+        () => resolveSettings({ env }),
+        (e: unknown) => {
+          assert.ok(e instanceof ConfigurationError);
+          assert.equal(e.property, property);
+          assert.match(e.message, message);
+          return true;
+        },
+      );
+    });
+  }
 });

@@ -30,11 +30,30 @@ describe('resolveSettings', () => {
   test('defaults', () => {
     const s = resolveSettings({});
     assert.deepEqual(s, {
-      http: { port: 8080, host: '0.0.0.0', tls: { enabled: false, cert: undefined, key: undefined }, allowedOrigins: [], trustProxy: false },
+      http: {
+        port: 8080,
+        host: '0.0.0.0',
+        tls: { enabled: false, cert: undefined, key: undefined },
+        allowedOrigins: [],
+        trustProxy: false,
+        headersTimeoutMs: 10_000,
+        requestTimeoutMs: 30_000,
+        idleTimeoutMs: 72_000,
+      },
       auth: { enabled: false, presharedKeys: [] },
       log: { enabled: true },
       docs: { enabled: true, public: false },
-      limits: { bodyBytes: 1048576, commands: 50, keys: 10000 },
+      limits: {
+        bodyBytes: 1048576,
+        commands: 50,
+        keys: 10000,
+        setDepth: 32,
+        lookups: 250000,
+        templateBytes: 65536,
+        templateExpressions: 256,
+        valueBytes: 1048576,
+        outputBytes: 4194304,
+      },
       shutdown: { gracePeriodSeconds: 10 },
       workers: availableParallelism(),
     });

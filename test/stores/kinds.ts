@@ -1,7 +1,9 @@
 /**
  * Every store kind for the shared contract suite, against the real servers, with "raw" access that reads and writes
  * the data layout directly (plain SQL, raw Redis commands, plain etcd puts, the JSON file itself) the way the
- * existing ecosystem's stores do. Each run uses unique table names / set and key prefixes so suites never collide.
+ * existing ecosystem's stores do. Each run uses unique table names / set and key prefixes so suites never collide, and
+ * removes what it wrote. PostgreSQL, MariaDB and Redis are the machine's shared servers, only read and written under
+ * those names; etcd is a private server started for the test process (its whole key space is read).
  */
 import Database from 'better-sqlite3';
 import { Etcd3 } from 'etcd3';
@@ -14,17 +16,20 @@ import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { createStore } from '../../src/stores/index.js';
 import type { Config, ConfigStore } from '../../src/stores/types.js';
+import { privateMissing, sharedPrivate } from '../helpers/private.js';
 import { probeTcp, type Probe } from '../helpers/services.js';
 
 export const RUN = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
 export const TMP = join(dirname(fileURLToPath(import.meta.url)), '..', '.tmp', `stores-${RUN}`);
 mkdirSync(TMP, { recursive: true });
+process.on('exit', () => rmSync(TMP, { recursive: true, force: true }));
 
 export const md5 = (s: string) => createHash('md5').update(s).digest('hex');
 
 export const PG = { host: '127.0.0.1', port: 5432, username: 'postgres', database: 'test' };
 export const MY = { host: '127.0.0.1', port: 3306, username: 'root', database: 'test' };
-export const ETCD_HOST = 'http://127.0.0.1:2379';
+/** etcd: a private server for this test process (test/helpers/private.ts), started on first use. */
+export const etcdHost = async (): Promise<string> => (await sharedPrivate('etcd')).url;
 
 export interface Kind {
   name: string;
@@ -305,15 +310,18 @@ export const KINDS: Kind[] = [
     service: {
       name: 'etcd',
       probe: async () => {
-        const res = await fetch(`${ETCD_HOST}/health`, { signal: AbortSignal.timeout(2000) });
+        const missing = privateMissing('etcd');
+        if (missing) throw new Error(missing);
+        const res = await fetch(`${await etcdHost()}/health`, { signal: AbortSignal.timeout(10_000) });
         if (!res.ok) throw new Error(`etcd /health answered ${res.status}`);
       },
     },
     persistent: true,
     async fresh(tag) {
-      const client = () => new Etcd3({ hosts: ETCD_HOST });
+      const hosts = await etcdHost();
+      const client = () => new Etcd3({ hosts });
       return {
-        configuration: { hosts: ETCD_HOST, timeout: 2000 },
+        configuration: { hosts, timeout: 2000 },
         raw: {
           async write(configs) {
             const e = client();

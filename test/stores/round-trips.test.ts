@@ -19,7 +19,7 @@ import { createRequire } from 'node:module';
 import { describe, test } from 'node:test';
 import type { Config, ConfigQuery, ConfigStore } from '../../src/stores/types.js';
 import { requireService } from '../helpers/services.js';
-import { ETCD_HOST, KINDS, makeStore, RUN, type Kind } from './kinds.js';
+import { etcdHost, KINDS, makeStore, RUN, type Kind } from './kinds.js';
 
 const KEYS_PER_SET = 300;
 
@@ -310,7 +310,7 @@ describe('a batch get is one round trip (or the documented chunk count)', () => 
     const kind = KINDS.find((k) => k.name === 'etcd')!;
     if (!(await requireService(t, kind.service!.name, kind.service!.probe))) return;
     const { Etcd3 } = loadFromEtcd3('etcd3') as typeof import('etcd3');
-    const client = new Etcd3({ hosts: ETCD_HOST });
+    const client = new Etcd3({ hosts: await etcdHost() });
     try {
       const ranges = (n: number) =>
         client.kv.txn({

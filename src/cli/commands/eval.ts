@@ -4,22 +4,12 @@
  * output, that result is the pipe of this command, so `cfgu eval ... | cfgu eval ... | cfgu export` is a pipeline.
  */
 import { evaluatePipeline, type EvalResult } from '../../core/index.js';
-import {
-  GLOBAL_HELP,
-  flagError,
-  formatEvalResult,
-  list,
-  loadSchemas,
-  parseCommandLine,
-  parseEvalResult,
-  readStdin,
-  rejectPositionals,
-  runCommand,
-  schemaNeedsSandbox,
-  splitKeyValue,
-  stdinHasData,
-  str,
-} from '../common.js';
+import { GLOBAL_HELP, list, parseCommandLine, rejectPositionals, splitKeyValue, str } from '../args.js';
+import { flagError } from '../errors.js';
+import { formatEvalResult, parseEvalResult } from '../eval-format.js';
+import { processIO, readInput, type CommandIO } from '../io.js';
+import { loadSchemas, schemaNeedsSandbox } from '../schema-files.js';
+import { runCommand } from '../session.js';
 
 export const evalUsage = `Usage: cfgu eval --schema FILE [--store NAME] [--set PATH] [--override KEY=VALUE]... [options]
 
@@ -58,7 +48,7 @@ const OPTIONS = {
   'no-stdin': { type: 'boolean' },
 } as const;
 
-export function evalCommand(argv: string[]): Promise<number> {
+export function evalCommand(argv: string[], io: CommandIO = processIO()): Promise<number> {
   return runCommand('eval', argv, async (session) => {
     const { values: v, positionals } = parseCommandLine('eval', argv, OPTIONS);
     if (v.help) {
@@ -82,9 +72,9 @@ export function evalCommand(argv: string[]): Promise<number> {
 
     // The pipe: read before any store is touched, so a bad pipe is reported first.
     let pipe: EvalResult | undefined;
-    if (v['no-stdin'] !== true && stdinHasData()) {
-      const text = await readStdin();
-      if (text.trim() !== '') pipe = parseEvalResult(text, 'standard input (the pipe)');
+    if (v['no-stdin'] !== true) {
+      const text = await readInput(session.io);
+      if (text !== undefined && text.trim() !== '') pipe = parseEvalResult(text, 'standard input (the pipe)');
     }
 
     const stores = defaultsOnly ? undefined : (await session.store(configuration!, str(v.store))).registry;
@@ -97,5 +87,5 @@ export function evalCommand(argv: string[]): Promise<number> {
     );
     session.io.stdout.write(formatEvalResult(result));
     return 0;
-  });
+  }, io);
 }

@@ -4,31 +4,20 @@
  * a template (`--template`), to a file (`--out`, atomically) or into a command's environment (`--run`).
  */
 import { spawn } from 'node:child_process';
-import { closeSync, fsyncSync, openSync, readFileSync, renameSync, unlinkSync, writeSync } from 'node:fs';
-import { basename, dirname, join, resolve } from 'node:path';
-import { randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { resolve } from 'node:path';
 import YAML from 'yaml';
-import { coerceValue, declaredTypeOf, exportResult, type EvalResult, type ExportedConfigs, type JsonValue } from '../../core/index.js';
+import ini from 'ini';
+import { exportResult, viewOf, type EvalResult, type ExportedConfigs, type JsonValue } from '../../core/index.js';
+import { setOwn } from '../../core/names.js';
+import { writeFileAtomic } from '../../stores/atomic-write.js';
 import type { ConfigView, ExpressionJob } from '../../expressions/types.js';
-import {
-  EXIT_USAGE,
-  ExitError,
-  GLOBAL_HELP,
-  UsageError,
-  flagError,
-  displayPath,
-  list,
-  parseCommandLine,
-  parseEvalResult,
-  readStdin,
-  rejectPositionals,
-  removedFlag,
-  runCommand,
-  stdinHasData,
-  str,
-  type RemovedFlag,
-  type Session,
-} from '../common.js';
+import { GLOBAL_HELP, list, parseCommandLine, rejectPositionals, removedFlag, str, type RemovedFlag } from '../args.js';
+import { EXIT_USAGE, ExitError, UsageError, flagError } from '../errors.js';
+import { parseEvalResult } from '../eval-format.js';
+import { processIO, readInput, type CommandIO } from '../io.js';
+import { displayPath } from '../paths.js';
+import { runCommand, type Session } from '../session.js';
 
 export const FORMATS = ['json', 'dotenv', 'yaml', 'ini', 'properties', 'tfvars', 'configmap', 'secret'] as const;
 export type Format = (typeof FORMATS)[number];
@@ -106,16 +95,12 @@ export function toDotenv(configs: ExportedConfigs): string {
     .join('');
 }
 
-const INI_BARE = /^[A-Za-z0-9_./:@%+,-]+$/;
-
-/** INI (one section-less list): bare when safe, else a JSON string (the `ini` package's quoting). */
+/**
+ * INI (one section-less list), by the `ini` package: values bare when they read back unchanged, else a JSON string;
+ * `;` and `#` in a bare value are backslash-escaped.
+ */
 export function toIni(configs: ExportedConfigs): string {
-  return Object.entries(configs)
-    .map(([k, v]) => {
-      const t = textOf(v);
-      return `${k}=${INI_BARE.test(t) ? t : JSON.stringify(t)}\n`;
-    })
-    .join('');
+  return ini.stringify(Object.fromEntries(Object.entries(configs).map(([k, v]) => [k, textOf(v)])), { whitespace: false });
 }
 
 function escapeProperties(text: string, isKey: boolean): string {
@@ -179,7 +164,7 @@ const K8S_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?
 /** A Kubernetes ConfigMap (`data`: string values) or Secret (`type: Opaque`, `data`: base64 values), as YAML. */
 export function toManifest(kind: 'ConfigMap' | 'Secret', name: string, configs: ExportedConfigs): string {
   const data: Record<string, string> = {};
-  for (const [k, v] of Object.entries(configs)) data[k] = kind === 'Secret' ? Buffer.from(textOf(v), 'utf8').toString('base64') : textOf(v);
+  for (const [k, v] of Object.entries(configs)) setOwn(data, k, kind === 'Secret' ? Buffer.from(textOf(v), 'utf8').toString('base64') : textOf(v));
   const manifest: Record<string, unknown> = { apiVersion: 'v1', kind, metadata: { name } };
   if (kind === 'Secret') manifest.type = 'Opaque';
   manifest.data = data;
@@ -213,22 +198,6 @@ export function formatConfigs(format: Format, configs: ExportedConfigs, name: st
 
 // ------------------------------------------------------------------------------------------------ filtering
 
-function labelsOf(label: unknown): string[] {
-  return label === undefined ? [] : Array.isArray(label) ? (label as string[]) : [String(label)];
-}
-
-function viewOf(result: EvalResult, key: string): ConfigView {
-  const e = result[key]!;
-  return {
-    key,
-    storedValue: e.value,
-    value: coerceValue(e.value, declaredTypeOf(e.cfgu)),
-    origin: e.origin,
-    cfgu: e.cfgu as Record<string, unknown>,
-    labels: labelsOf(e.cfgu.label),
-  };
-}
-
 /**
  * The keys (not hidden) that every filter accepts, in result order. All filters of all keys go to the sandbox in one
  * round trip. A filter that throws or hits a sandbox limit is an error naming the key and the filter.
@@ -236,7 +205,7 @@ function viewOf(result: EvalResult, key: string): ConfigView {
 export async function applyFilters(session: Session, result: EvalResult, keys: string[], filters: string[]): Promise<string[]> {
   if (!filters.length || !keys.length) return keys;
   const configs: Record<string, ConfigView> = {};
-  for (const key of Object.keys(result)) configs[key] = viewOf(result, key);
+  for (const key of Object.keys(result)) setOwn(configs, key, viewOf(result[key]!));
   const job: ExpressionJob = {
     input: { store: { type: '' }, set: { path: '', hierarchy: [''] }, schema: { keys: Object.fromEntries(Object.entries(result).map(([k, e]) => [k, e.cfgu])) } },
     configs,
@@ -259,44 +228,16 @@ export async function applyFilters(session: Session, result: EvalResult, keys: s
 
 // ------------------------------------------------------------------------------------------------ output
 
-/** Write a file atomically: a temporary file in the same folder, fsync, rename over the target. */
-export function writeFileAtomic(file: string, text: string): void {
-  const dir = dirname(file);
-  const tmp = join(dir, `.${basename(file)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
-  let fd: number | undefined;
-  try {
-    fd = openSync(tmp, 'wx', 0o600);
-    writeSync(fd, text);
-    fsyncSync(fd);
-    closeSync(fd);
-    fd = undefined;
-    renameSync(tmp, file);
-  } catch (e) {
-    if (fd !== undefined) closeSync(fd);
-    try {
-      unlinkSync(tmp);
-    } catch {
-      /* already gone */
-    }
-    throw e;
-  }
-  try {
-    const dfd = openSync(dir, 'r');
-    try {
-      fsyncSync(dfd);
-    } finally {
-      closeSync(dfd);
-    }
-  } catch {
-    /* some file systems cannot fsync a folder */
-  }
-}
 
-function runWithEnv(command: string, configs: ExportedConfigs, env: NodeJS.ProcessEnv): Promise<number> {
-  const childEnv: NodeJS.ProcessEnv = { ...env };
-  for (const [k, v] of Object.entries(configs)) childEnv[k] = textOf(v);
+function runWithEnv(command: string, configs: ExportedConfigs, io: CommandIO): Promise<number> {
+  const childEnv: NodeJS.ProcessEnv = { ...io.env };
+  for (const [k, v] of Object.entries(configs)) setOwn(childEnv, k, textOf(v));
+  // The command shares the process's own terminal and streams; injected writers (in-process runs) get its output.
+  const own = io.stdout === process.stdout && io.stderr === process.stderr;
   return new Promise((resolveExit) => {
-    const child = spawn(command, { shell: true, stdio: 'inherit', env: childEnv });
+    const child = spawn(command, { shell: true, stdio: own ? 'inherit' : ['ignore', 'pipe', 'pipe'], env: childEnv, cwd: io.cwd });
+    child.stdout?.setEncoding('utf8').on('data', (text: string) => io.stdout.write(text));
+    child.stderr?.setEncoding('utf8').on('data', (text: string) => io.stderr.write(text));
     const forward = (signal: NodeJS.Signals) => child.kill(signal);
     process.on('SIGINT', forward);
     process.on('SIGTERM', forward);
@@ -306,17 +247,17 @@ function runWithEnv(command: string, configs: ExportedConfigs, env: NodeJS.Proce
       resolveExit(code);
     };
     child.on('error', (e) => {
-      process.stderr.write(`cfgu export: --run: ${e.message}\n`);
+      io.stderr.write(`cfgu export: --run: ${e.message}\n`);
       done(127);
     });
-    child.on('exit', (code, signal) => done(code ?? (signal ? 128 + (osSignal(signal) ?? 1) : 1)));
+    child.on('close', (code, signal) => done(code ?? (signal ? 128 + (osSignal(signal) ?? 1) : 1)));
   });
 }
 
 const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGKILL: 9, SIGTERM: 15, SIGPIPE: 13 };
 const osSignal = (s: string) => SIGNALS[s];
 
-export function exportCommand(argv: string[]): Promise<number> {
+export function exportCommand(argv: string[], io: CommandIO = processIO()): Promise<number> {
   return runCommand('export', argv, async (session) => {
     const { values: v, positionals } = parseCommandLine('export', argv, OPTIONS, REMOVED);
     if (v.help) {
@@ -359,13 +300,13 @@ export function exportCommand(argv: string[]): Promise<number> {
     // The sandbox takes a moment to start: start it while standard input arrives (the upstream eval is still running).
     if (list(v.filter).length || templateText !== undefined) session.evaluator.warm();
 
-    if (!stdinHasData()) {
+    const text = await readInput(session.io);
+    if (text === undefined) {
       throw new ExitError(
         EXIT_USAGE,
         'export reads the output of `cfgu eval` from standard input, e.g.: cfgu eval --schema app.cfgu.json | cfgu export',
       );
     }
-    const text = await readStdin();
     if (text.trim() === '') throw new ExitError(EXIT_USAGE, 'standard input is empty: pipe the output of `cfgu eval` into `cfgu export`');
     const result = parseEvalResult(text);
 
@@ -374,13 +315,13 @@ export function exportCommand(argv: string[]): Promise<number> {
     const kept = await applyFilters(session, result, visible, list(v.filter));
     const all = exportResult(result);
     const configs: ExportedConfigs = {};
-    for (const k of kept) configs[k] = all[k]!;
+    for (const k of kept) setOwn(configs, k, all[k] as JsonValue); // `__proto__` is an ordinary key
 
-    if (run !== undefined) return runWithEnv(run, configs, session.io.env);
+    if (run !== undefined) return runWithEnv(run, configs, session.io);
 
     let output: string;
     if (templateText !== undefined) {
-      const context = { configs: Object.fromEntries(kept.map((k) => [k, viewOf(result, k)])) };
+      const context = { configs: Object.fromEntries(kept.map((k) => [k, viewOf(result[k]!)])) };
       try {
         output = await session.progress('rendering the template', () => session.evaluator.renderTemplate(templateText!, context));
       } catch (e) {
@@ -392,12 +333,13 @@ export function exportCommand(argv: string[]): Promise<number> {
     if (out !== undefined) {
       const file = resolve(session.io.cwd, out);
       try {
-        writeFileAtomic(file, output);
+        // 0600: an export usually holds secrets.
+        await writeFileAtomic(file, output, { mode: 0o600 });
       } catch (e) {
         const code = (e as NodeJS.ErrnoException).code;
         throw new ExitError(1, `--out ${displayPath(file, session.io.cwd)}: cannot write${code ? ` (${code})` : ''}: ${(e as Error).message}`);
       }
     } else session.io.stdout.write(output);
     return 0;
-  });
+  }, io);
 }

@@ -4,19 +4,11 @@
  * is listed; on success a summary of what changed (key, before, after) is printed.
  */
 import { parseSet, upsert, type UpsertChange } from '../../core/index.js';
-import {
-  GLOBAL_HELP,
-  flagError,
-  list,
-  loadSchemas,
-  parseCommandLine,
-  rejectPositionals,
-  removedFlag,
-  runCommand,
-  schemaNeedsSandbox,
-  splitKeyValue,
-  str,
-} from '../common.js';
+import { GLOBAL_HELP, list, parseCommandLine, rejectPositionals, removedFlag, splitKeyValue, str } from '../args.js';
+import { flagError } from '../errors.js';
+import { processIO, type CommandIO } from '../io.js';
+import { loadSchemas, schemaNeedsSandbox } from '../schema-files.js';
+import { runCommand } from '../session.js';
 
 export const upsertUsage = `Usage: cfgu upsert --store NAME --set PATH --schema FILE [--kv KEY=VALUE]... [-k KEY [-v VALUE]]... [options]
 
@@ -89,7 +81,7 @@ export function changeLines(changes: UpsertChange[]): string[] {
   );
 }
 
-export function upsertCommand(argv: string[]): Promise<number> {
+export function upsertCommand(argv: string[], io: CommandIO = processIO()): Promise<number> {
   return runCommand('upsert', argv, async (session) => {
     const { values: v, positionals, tokens } = parseCommandLine('upsert', argv, OPTIONS, REMOVED);
     if (v.help) {
@@ -113,5 +105,5 @@ export function upsertCommand(argv: string[]): Promise<number> {
     const head = changes.length === 0 ? `no changes in ${where}` : `${changes.length} ${changes.length === 1 ? 'change' : 'changes'} in ${where}:`;
     session.io.stdout.write(`${[head, ...changeLines(changes)].join('\n')}\n`);
     return 0;
-  });
+  }, io);
 }

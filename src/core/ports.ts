@@ -1,0 +1,171 @@
+/**
+ * The engine's ports: what src/core needs from a store and from the expression evaluator. src/core owns them;
+ * src/stores and src/expressions implement them (and re-export them from their own types.ts), src/config wires them.
+ */
+
+// ---- Stores --------------------------------------------------------------------------------------------------------
+
+/** A stored config. Its value is always a string; an empty value is never kept (writing "" deletes). */
+export interface Config {
+  /** Set path in normal form: "" for the root, else `a/b/c` (no leading or trailing slash). */
+  set: string;
+  key: string;
+  value: string;
+}
+
+export interface ConfigQuery {
+  set: string;
+  key: string;
+}
+
+/** The interface every store kind implements. */
+export interface ConfigStore {
+  /** Normalised type name, e.g. `json-file`, `postgresql`. */
+  readonly type: string;
+  /** Connect / open / create tables. Called once at start-up. Idempotent. */
+  init(): Promise<void>;
+  /**
+   * Answer a batch of queries in one round trip. Returns the configs that exist with a non-empty value, in any order;
+   * queries without a value are simply absent from the answer.
+   * Throws StoreUnavailableError (./errors.ts) when the store cannot be reached or read.
+   */
+  get(queries: readonly ConfigQuery[]): Promise<Config[]>;
+  /** Write a batch; a config whose value is "" deletes that (set, key). */
+  set(configs: readonly Config[]): Promise<void>;
+  /** Release connections, timers and file handles. Idempotent. */
+  close(): Promise<void>;
+}
+
+/**
+ * A store as the engine sees it: a declared name, resolved from `.configu`, wrapped with backup behaviour.
+ * Built once at start-up by the registry, never per request.
+ */
+export interface ResolvedStore {
+  /** The name under which `.configu` declares the store. */
+  readonly name: string;
+  /** Normalised store type (`$.input.store.type`). */
+  readonly type: string;
+  /**
+   * Batched read. `fromBackup` is true when the store could not be reached and the backup answered instead.
+   * Throws StoreUnavailableError when neither can answer.
+   */
+  read(queries: readonly ConfigQuery[]): Promise<{ configs: Config[]; fromBackup: boolean }>;
+  /** Batched write ("" deletes). */
+  write(configs: readonly Config[]): Promise<void>;
+}
+
+export interface StoreResolver {
+  /** The store a request names, or the default store when `name` is undefined. Throws UnknownStoreError. */
+  resolve(name: string | undefined): ResolvedStore;
+  /** Declared names, for error messages. */
+  names(): string[];
+}
+
+// ---- Expression evaluator ------------------------------------------------------------------------------------------
+
+/**
+ * What `$.configs.<KEY>` (and `$` itself for the key under evaluation) holds. `value` and `labels` are functions of
+ * `storedValue` and `cfgu` (coerceValue with the Cfgu's `schema.type`; `label` as an array): the sandbox may derive
+ * them again on its side rather than receive them.
+ */
+export interface ConfigView {
+  key: string;
+  /** The stored (raw) string. Exposed as `$.storedValue`. */
+  storedValue: string;
+  /** The coerced value (coerceValue from ./coerce.ts). Exposed as `$.value`. */
+  value: unknown;
+  origin: 'empty' | 'store' | 'override' | 'default' | 'const';
+  /** The Cfgu declaration (`{}` for a null declaration). */
+  cfgu: Record<string, unknown>;
+  /** Always an array. */
+  labels: string[];
+}
+
+/** `$.input` */
+export interface InputView {
+  store: { type: string };
+  set: { path: string; hierarchy: string[] };
+  schema: { keys: Record<string, unknown> };
+}
+
+/**
+ * Everything one command needs from the sandbox, sent in one round trip.
+ * Consts are evaluated first in the given order (already dependency-ordered by the engine); after each const the
+ * sandbox updates `$.configs[key]` (storedValue = rendered text, value = coerced with the key's `schema.type`,
+ * origin = 'const') so later consts and every test see it. Then every test runs with `$` = the view of its key.
+ */
+export interface ExpressionJob {
+  input: InputView;
+  configs: Record<string, ConfigView>;
+  consts: Array<{ key: string; template: string }>;
+  tests: Array<{ key: string; expressions: string[] }>;
+}
+
+/** Why an expression failed: a thrown error / falsy result, or a sandbox limit. */
+export type ExpressionFailureKind = 'error' | 'falsy' | 'time-limit' | 'memory-limit';
+
+export type ConstOutcome =
+  | { key: string; ok: true; value: string }
+  | { key: string; ok: false; kind: ExpressionFailureKind; message: string };
+
+export interface TestOutcome {
+  key: string;
+  /** Index of the expression in the key's `test` list (0 for a single expression). */
+  index: number;
+  ok: boolean;
+  kind?: ExpressionFailureKind;
+  /** For failures: a readable reason (the thrown message, or that the expression was falsy). */
+  message?: string;
+}
+
+export interface ExpressionResult {
+  consts: ConstOutcome[];
+  /** Only the failed tests need be reported; passing ones may be omitted. */
+  tests: TestOutcome[];
+}
+
+/**
+ * What one request's jobs consumed in the sandbox, shared by all of them (one object per request). The evaluator adds
+ * to it and refuses the request's further jobs once a budget is exceeded.
+ */
+export interface RequestUsage {
+  /** CPU time of the request's jobs (every attempt), in ms. */
+  cpuMs: number;
+  /** Sandbox children that the request's jobs killed or made retire. */
+  restarts: number;
+  /** Set once a budget was exceeded: every later job of the request fails with it. */
+  exceeded?: Error;
+}
+
+/** Who a job is for. Jobs are queued per client and clients are served in turn. */
+export interface RunContext {
+  /** The client's identity (the authenticated subject, else the client address). */
+  client: string;
+  /** The request's budget account; without it the job counts against no request budget. */
+  usage?: RequestUsage;
+}
+
+/** A context for one request of `client`, with a fresh budget account. */
+export function requestContext(client: string): RunContext {
+  return { client, usage: { cpuMs: 0, restarts: 0 } };
+}
+
+/** The engine talks to expressions only through this interface; the implementation runs them in a sandbox. */
+export interface ExpressionEvaluator {
+  /**
+   * Evaluate one command's consts and tests. Never rejects for the expression's own faults (those are outcomes); may
+   * reject when the sandbox is unavailable or busy, or when the request's budget is exceeded.
+   */
+  run(job: ExpressionJob, context?: RunContext): Promise<ExpressionResult>;
+  /** Render a template (`{{ }}` / `<% %>`) with the given `$` (CLI `--template`). Throws ExpressionError. */
+  renderTemplate(template: string, context: unknown): Promise<string>;
+  /** Evaluate a boolean expression with the given `$` (CLI `--filter`). Throws ExpressionError. */
+  evaluateBoolean(expression: string, context: unknown): Promise<boolean>;
+  /**
+   * Render a TRUSTED template (the server's own `.configu`): bare identifiers resolve to `variables` (a copy of the
+   * process environment), an unknown identifier reads as "". Throws ExpressionError.
+   */
+  renderTrusted(template: string, variables: Record<string, string>): Promise<string>;
+  /** Stop the sandbox processes. */
+  close(): Promise<void>;
+}

@@ -1,0 +1,183 @@
+import _ from 'lodash';
+import validator from 'validator';
+import * as zod from 'zod';
+// @ts-expect-error chai 6 ships no type declarations (and @types/chai is not installed)
+import * as chai from 'chai';
+import { O, getOwnPropertyDescriptor, getPrototypeOf, ownKeys, apply, MapCtor, SetCtor, type SetType } from './intrinsics.js';
+import { messageOf } from './messages.js';
+import { validateJsonSchema } from './json-schema.js';
+
+/**
+ * Zod 4 installs members on its prototypes lazily, at the first construction / first read of each schema type. Every
+ * factory and every method is exercised once here, before the freeze, so nothing is left to install afterwards. The
+ * `_zod` internals prototypes reached this way are returned so that they are frozen too.
+ */
+export function warmZod(): object[] {
+  const protos: object[] = [];
+  const seenProtos = new SetCtor<object>();
+  const noop = (x: unknown): unknown => x;
+  const argList: unknown[][] = [
+    [],
+    ['a'],
+    [1],
+    [['a', 'b']],
+    [zod.string()],
+    [{ a: zod.string() }],
+    [[zod.string(), zod.number()]],
+    [zod.string(), zod.number()],
+    ['k', [zod.object({ k: zod.literal('a') }), zod.object({ k: zod.literal('b') })]],
+    [noop],
+    [/a/],
+    [{ message: 'm' }],
+  ];
+  const argSets = (): unknown[][] => argList;
+  const skip = new SetCtor(['promise', 'config', 'setErrorMap', 'getErrorMap', 'registry', 'globalRegistry', 'meta', 'register']);
+  const inputs: unknown[] = [undefined, 'a', 1, {}, ['a']];
+  const isSchema = (v: unknown): v is { _zod: object; safeParse(x: unknown): unknown } =>
+    v !== null && typeof v === 'object' && typeof (v as { _zod?: unknown })._zod === 'object';
+  const touch = (inst: object): void => {
+    for (let p: object | null = inst; p && p !== O.prototype; p = getPrototypeOf(p)) {
+      for (const key of ownKeys(p)) {
+        try {
+          void (inst as Record<PropertyKey, unknown>)[key];
+        } catch {
+          /* ignore */
+        }
+      }
+    }
+  };
+  const exercise = (inst: object): void => {
+    if (!isSchema(inst)) return;
+    touch(inst);
+    touch(inst._zod);
+    for (const x of inputs) {
+      try {
+        inst.safeParse(x);
+      } catch {
+        /* ignore */
+      }
+    }
+    for (let p: object | null = getPrototypeOf(inst._zod); p && p !== O.prototype; p = getPrototypeOf(p)) {
+      if (!seenProtos.has(p)) {
+        seenProtos.add(p);
+        protos.push(p);
+      }
+    }
+  };
+  // One representative per (schema prototype, internals prototype): that is the granularity of the lazy installs.
+  const kinds = new MapCtor<object, SetType<object>>();
+  const fresh: object[] = [];
+  const keep = (r: unknown): void => {
+    if (!isSchema(r)) return;
+    const a = getPrototypeOf(r) as object;
+    const b = getPrototypeOf(r._zod) as object;
+    let set = kinds.get(a);
+    if (!set) kinds.set(a, (set = new SetCtor()));
+    if (set.has(b)) return;
+    set.add(b);
+    fresh.push(r);
+  };
+  const collect = (ns: Record<string, unknown>, depth: number): void => {
+    for (const name of O.keys(ns)) {
+      if (skip.has(name) || /Async$|^spa$/.test(name)) continue;
+      const f = ns[name];
+      if (typeof f === 'function' && /^[a-z]/.test(name)) {
+        for (const args of argSets()) {
+          try {
+            keep(apply(f as (...a: unknown[]) => unknown, ns, args));
+          } catch {
+            /* wrong arguments for this factory */
+          }
+        }
+      } else if (depth < 1 && f && typeof f === 'object' && !isSchema(f) && (name === 'iso' || name === 'coerce')) {
+        collect(f as Record<string, unknown>, depth + 1);
+      }
+    }
+  };
+  collect(zod as unknown as Record<string, unknown>, 0);
+  // The shared function behind a schema method. Zod installs each method on every schema prototype as a getter that
+  // binds one shared function to the instance, and hands out that function itself for a null receiver.
+  const methodOf = (inst: object, name: string): unknown => {
+    for (let p: object | null = getPrototypeOf(inst); p && p !== O.prototype; p = getPrototypeOf(p)) {
+      const desc = getOwnPropertyDescriptor(p, name);
+      if (!desc) continue;
+      if ('value' in desc) return desc.value;
+      try {
+        return apply(desc.get!, undefined, []);
+      } catch {
+        return undefined;
+      }
+    }
+    return undefined;
+  };
+  // Shared methods that already returned a schema: the type a method builds does not depend on the receiver (they
+  // wrap it or clone it), so each is called on the first schema it works on only. This cuts the warm-up (and so the
+  // start-up of every sandbox) about fivefold and finds the same types.
+  const called = new SetCtor<unknown>();
+  // Methods of every schema type, until no new type appears (bounded).
+  for (let round = 0; round < 3 && fresh.length; round++) {
+    const batch = fresh.splice(0);
+    for (const inst of batch) {
+      exercise(inst);
+      const names = new SetCtor<string>();
+      for (let p: object | null = getPrototypeOf(inst); p && p !== O.prototype; p = getPrototypeOf(p)) {
+        for (const key of ownKeys(p)) if (typeof key === 'string' && !key.startsWith('_') && key !== 'constructor') names.add(key);
+      }
+      for (const name of names) {
+        if (skip.has(name) || name === 'describe' || /Async$|^spa$/.test(name)) continue;
+        const shared = methodOf(inst, name);
+        if (typeof shared === 'function' && called.has(shared)) continue;
+        let m: unknown;
+        try {
+          m = (inst as Record<string, unknown>)[name];
+        } catch {
+          continue;
+        }
+        if (typeof m !== 'function') continue;
+        let built = false;
+        for (const args of argSets()) {
+          try {
+            const r = apply(m as (...a: unknown[]) => unknown, inst, args);
+            built = built || isSchema(r);
+            keep(r);
+          } catch {
+            /* ignore */
+          }
+        }
+        if (built && typeof shared === 'function') called.add(shared);
+      }
+    }
+  }
+  for (const inst of fresh) exercise(inst);
+  return protos;
+}
+
+export function warmUp(): void {
+  // Exercise lazy caches so they are created before the realm is frozen.
+  const schema = zod.object({ a: zod.string().min(1), b: zod.number().int().optional(), c: zod.array(zod.enum(['x', 'y'])) });
+  schema.safeParse({ a: 'x', c: ['x'] });
+  schema.safeParse({ a: 1 });
+  zod.string().email().safeParse('a@b.co');
+  try {
+    zod.number().parse('x');
+  } catch (e) {
+    messageOf(e);
+  }
+  validateJsonSchema({ type: 'object', properties: { a: { type: 'string', format: 'email' } } }, { a: 'a@b.co' });
+  try {
+    validateJsonSchema({ type: 'number' }, 'x');
+  } catch {
+    /* expected */
+  }
+  chai.expect('x').to.be.a('string');
+  chai.assert.isString('x');
+  try {
+    chai.expect(1).to.equal(2);
+  } catch {
+    /* expected */
+  }
+  _.get({ a: [{ b: 1 }] }, 'a[0].b');
+  _.template('<%= a %>')({ a: 1 });
+  validator.isEmail('a@b.co');
+  'x'.match(/x/);
+}

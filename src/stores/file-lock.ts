@@ -1,0 +1,185 @@
+/**
+ * The cross-process write lock of the `json-file` store: a lock file beside the data file, kept alive by its holder.
+ *
+ * Taking it: the holder writes a private draft (its token and its stale age) and hard-links it to the lock name; the
+ * link fails with EEXIST exactly like an O_EXCL create, so the lock appears with its content in one step and can never
+ * be seen empty. Holding it: the holder keeps the draft's file handle and refreshes the file's mtime through it every
+ * quarter of the stale age (a heartbeat), however long the write takes. Judging it: a lock whose mtime is older than
+ * the stale age its holder declared is abandoned (its holder died or hangs) and is taken over.
+ *
+ * Why a heartbeat and not the holder's pid: pids are per namespace. Two containers sharing a volume see each other's
+ * pid as dead (or as some unrelated process of their own), so "is that pid alive?" would break live locks. The mtime
+ * is a property of the shared file itself, readable the same way from every process that can see the file. Node has
+ * no OS advisory lock (flock/fcntl) without a native add-on, and those are unreliable on the network file systems
+ * where a shared volume is most often found anyway.
+ */
+import { randomBytes } from 'node:crypto';
+import type { FileHandle } from 'node:fs/promises';
+import { link, mkdir, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises';
+import { hostname } from 'node:os';
+import { basename, dirname, join } from 'node:path';
+import { StoreUnavailableError } from '../core/errors.js';
+import { reasonOf } from './common.js';
+
+export interface FileLockOptions {
+  /** Path of the lock file. */
+  path: string;
+  /** Store name, for error messages. */
+  store: string;
+  /** Give up waiting after this long (ms). */
+  timeoutMs: number;
+  /** A lock not refreshed for this long is abandoned (ms). Also declared in the lock, so others judge it by ours. */
+  staleMs: number;
+}
+
+/** A held lock. */
+export interface HeldLock {
+  /** Throws StoreUnavailableError when the lock is no longer ours (it was taken over as abandoned). */
+  check(): Promise<void>;
+  /** Stop the heartbeat and remove the lock if it is still ours. Never throws. */
+  release(): Promise<void>;
+}
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+const isCode = (e: unknown, ...codes: string[]) => codes.includes((e as NodeJS.ErrnoException)?.code ?? '');
+
+/** The stale age a lock's content declares (a lock written by an earlier version or another tool declares none). */
+function declaredStaleMs(content: string): number | undefined {
+  try {
+    const v = (JSON.parse(content) as { staleMs?: unknown }).staleMs;
+    return typeof v === 'number' && Number.isFinite(v) && v > 0 ? v : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+const ageOf = async (path: string): Promise<number> => Date.now() - (await stat(path)).mtimeMs;
+
+export class FileLock {
+  constructor(private readonly options: FileLockOptions) {}
+
+  /** Wait for the lock (breaking an abandoned one); resolves once held. Throws StoreUnavailableError. */
+  async acquire(): Promise<HeldLock> {
+    const { path, store, timeoutMs, staleMs } = this.options;
+    const content = JSON.stringify({
+      token: randomBytes(12).toString('hex'),
+      staleMs,
+      // For whoever looks at the file; never used to judge the lock.
+      host: hostname(),
+      pid: process.pid,
+      since: new Date().toISOString(),
+    });
+    const deadline = Date.now() + timeoutMs;
+    let madeDir = false;
+    for (;;) {
+      const draft = `${path}.${process.pid}.${randomBytes(4).toString('hex')}`;
+      let handle: FileHandle | undefined;
+      try {
+        handle = await open(draft, 'wx', 0o644);
+        await handle.writeFile(content, 'utf8');
+        try {
+          await link(draft, path);
+        } finally {
+          await unlink(draft).catch(() => undefined);
+        }
+        return this.held(handle, content);
+      } catch (e) {
+        await handle?.close().catch(() => undefined);
+        if (isCode(e, 'ENOENT') && !madeDir) {
+          madeDir = true;
+          await mkdir(dirname(path), { recursive: true }).catch(() => undefined);
+          continue;
+        }
+        if (!isCode(e, 'EEXIST')) throw new StoreUnavailableError(store, `cannot take the write lock: ${reasonOf(e)}`);
+      }
+      if (await this.breakAbandoned(staleMs)) continue;
+      if (Date.now() > deadline) throw new StoreUnavailableError(store, 'timed out waiting for the write lock held by another process', 1);
+      await sleep(3 + Math.random() * 12);
+    }
+  }
+
+  private held(handle: FileHandle, content: string): HeldLock {
+    const { path, store, staleMs } = this.options;
+    // The handle is the lock file's own inode: refreshing through it can never touch a lock someone else took since.
+    let beating: Promise<unknown> = Promise.resolve();
+    const timer = setInterval(() => {
+      const now = new Date();
+      beating = handle.utimes(now, now).catch(() => undefined);
+    }, Math.max(5, Math.floor(staleMs / 4)));
+    timer.unref();
+    const ours = async () => (await readFile(path, 'utf8').catch(() => undefined)) === content;
+    return {
+      async check() {
+        if (!(await ours())) {
+          throw new StoreUnavailableError(store, 'the write lock was taken over while writing (the writer stalled past staleLockMs); nothing was written', 1);
+        }
+      },
+      async release() {
+        clearInterval(timer);
+        await beating;
+        try {
+          if (await ours()) await unlink(path);
+        } catch {
+          /* already gone */
+        } finally {
+          await handle.close().catch(() => undefined);
+        }
+      },
+    };
+  }
+
+  /**
+   * Remove the lock when it is abandoned: not refreshed for the stale age its holder declared (ours, for a lock that
+   * declares none). True when the caller should try again at once.
+   */
+  private async breakAbandoned(ownStaleMs: number): Promise<boolean> {
+    const { path } = this.options;
+    let content: string;
+    let age: number;
+    try {
+      content = await readFile(path, 'utf8');
+      age = await ageOf(path);
+    } catch (e) {
+      return isCode(e, 'ENOENT');
+    }
+    const limit = declaredStaleMs(content) ?? ownStaleMs;
+    if (age < limit) return false;
+    // Move it aside atomically, then make sure we moved the one we judged, still not refreshed (its holder may have
+    // beaten in between, or another writer may have taken a fresh lock): otherwise put it back.
+    const aside = `${path}.stale-${randomBytes(6).toString('hex')}`;
+    try {
+      await rename(path, aside);
+    } catch {
+      return true;
+    }
+    try {
+      const same = (await readFile(aside, 'utf8')) === content && (await ageOf(aside)) >= limit;
+      if (!same) await link(aside, path).catch(() => undefined);
+    } catch {
+      /* gone meanwhile */
+    } finally {
+      await unlink(aside).catch(() => undefined);
+    }
+    return true;
+  }
+}
+
+/**
+ * Delete what killed writers left beside `file`: temporary files `.<name>.*.tmp`, lock drafts `<name>.lock.*` and
+ * lock files moved aside. Only files not modified for `staleMs` go: a live writer's files are younger (and a live
+ * writer's temporary file exists only under the lock, which the caller holds). Best effort; never throws.
+ */
+export async function sweepLeftovers(file: string, staleMs: number): Promise<void> {
+  const dir = dirname(file);
+  const tmpPrefix = `.${basename(file)}.`;
+  const lockPrefix = `${basename(file)}.lock.`;
+  try {
+    for (const f of await readdir(dir)) {
+      if (!((f.startsWith(tmpPrefix) && f.endsWith('.tmp')) || f.startsWith(lockPrefix))) continue;
+      const p = join(dir, f);
+      if ((await ageOf(p).catch(() => 0)) >= staleMs) await unlink(p).catch(() => undefined);
+    }
+  } catch {
+    /* best effort */
+  }
+}

@@ -1,0 +1,145 @@
+/** Every store kind's `configuration` is validated at load time: an unknown property names itself and the closest known name. */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { loadConfiguration } from '../../src/config/index.js';
+import { closestName } from '../../src/config/suggest.js';
+import { ConfigurationError } from '../../src/core/errors.js';
+import { createStore, STORE_SETTINGS, STORE_TYPES } from '../../src/stores/index.js';
+
+const TMP = join(fileURLToPath(new URL('.', import.meta.url)), '..', '.tmp', `settings-${Date.now().toString(36)}${randomBytes(3).toString('hex')}`);
+mkdirSync(TMP, { recursive: true });
+after(() => rmSync(TMP, { recursive: true, force: true }));
+
+let n = 0;
+function fileWith(stores: unknown): string {
+  const dir = join(TMP, `c${++n}`);
+  mkdirSync(dir, { recursive: true });
+  const path = join(dir, '.configu');
+  writeFileSync(path, JSON.stringify({ stores }));
+  return path;
+}
+
+async function rejectsWith(stores: unknown, message: string, property: string) {
+  const file = fileWith(stores);
+  await assert.rejects(loadConfiguration({ file, env: {} }), (e: unknown) => {
+    assert.ok(e instanceof ConfigurationError, String(e));
+    assert.equal(e.message, `${file}: ${message}`);
+    assert.equal(e.property, property);
+    return true;
+  });
+}
+
+const SQL = 'url, host, port, username, user, password, database, ssl, tableName, timeout, poolSize';
+
+describe('store configuration: unknown properties are start-up errors', () => {
+  test('sql servers (postgresql, mysql, mariadb): `tablename` and `timout` are named with the right spelling', async () => {
+    for (const type of ['postgresql', 'postgres', 'mysql', 'mariadb']) {
+      await rejectsWith(
+        { db: { type, configuration: { host: '127.0.0.1', tablename: 'mine' } } },
+        `unknown property "stores.db.configuration.tablename" (did you mean "tableName"? allowed here: ${SQL})`,
+        'stores.db.configuration.tablename',
+      );
+      await rejectsWith(
+        { db: { type, configuration: { host: '127.0.0.1', timout: 500 } } },
+        `unknown property "stores.db.configuration.timout" (did you mean "timeout"? allowed here: ${SQL})`,
+        'stores.db.configuration.timout',
+      );
+    }
+  });
+
+  test('json-file, sqlite, redis, etcd', async () => {
+    await rejectsWith(
+      { files: { type: 'json-file', configuration: { path: './c.json', staleLockMS: 1000 } } },
+      'unknown property "stores.files.configuration.staleLockMS" (did you mean "staleLockMs"? allowed here: path, watch, recheckMs, lockTimeoutMs, staleLockMs)',
+      'stores.files.configuration.staleLockMS',
+    );
+    await rejectsWith(
+      { local: { type: 'sqlite', configuration: { database: './c.db', table: 'x' } } },
+      'unknown property "stores.local.configuration.table" (allowed here: database, tableName, timeout)',
+      'stores.local.configuration.table',
+    );
+    await rejectsWith(
+      { cache: { type: 'redis', configuration: { url: 'redis://127.0.0.1:6379', database: 2 } } },
+      'unknown property "stores.cache.configuration.database" (allowed here: url, host, port, username, password, db, timeout)',
+      'stores.cache.configuration.database',
+    );
+    await rejectsWith(
+      { kv: { type: 'etcd', configuration: { hosts: 'http://127.0.0.1:2379', hots: 'x' } } },
+      'unknown property "stores.kv.configuration.hots" (did you mean "hosts"? allowed here: hosts, host, url, username, password, timeout)',
+      'stores.kv.configuration.hots',
+    );
+  });
+
+  test('in-memory takes no configuration; store names that are not identifiers are quoted in the path', async () => {
+    await rejectsWith(
+      { 'my store': { type: 'in-memory', configuration: { path: 'x' } } },
+      'unknown property "stores["my store"].configuration.path" (nothing is allowed here)',
+      'stores["my store"].configuration.path',
+    );
+  });
+
+  test('the rest of .configu suggests the closest name too', async () => {
+    await rejectsWith(
+      { a: { type: 'in-memory', defualt: true } },
+      'unknown property "stores.a.defualt" (did you mean "default"? allowed here: type, configuration, default, backup)',
+      'stores.a.defualt',
+    );
+  });
+
+  test('every documented setting is accepted', async () => {
+    const values: Record<string, unknown> = {
+      path: './c.json', watch: false, recheckMs: 100, lockTimeoutMs: 100, staleLockMs: 100, database: './c.db', tableName: 'cfg',
+      timeout: 100, url: 'postgres://127.0.0.1/x', host: '127.0.0.1', port: 1, username: 'u', user: 'u', password: 'p',
+      ssl: false, poolSize: 2, db: 0, hosts: ['http://127.0.0.1:2379'],
+    };
+    for (const type of STORE_TYPES) {
+      const configuration = Object.fromEntries(STORE_SETTINGS[type].map((s) => [s, type === 'redis' && s === 'url' ? 'redis://127.0.0.1' : values[s]]));
+      const loaded = await loadConfiguration({ file: fileWith({ s: { type, configuration } }), env: {} });
+      assert.deepEqual(Object.keys(loaded.stores[0]!.configuration), STORE_SETTINGS[type], type);
+    }
+  });
+});
+
+describe('the list of settings is the list the store kinds read', () => {
+  /** The property names createStore reads from a configuration (with and without the required ones present). */
+  function readsOf(type: string): string[] {
+    const read = new Set<string>();
+    const recording = (target: Record<string, unknown>) =>
+      new Proxy(target, {
+        get(t, p) {
+          if (typeof p === 'string') read.add(p);
+          return Reflect.get(t, p);
+        },
+      });
+    for (const target of [{}, { path: '/tmp/x.json', database: '/tmp/x.db', hosts: 'http://127.0.0.1:2379' }]) {
+      try {
+        void createStore(type, recording(target), 's').close();
+      } catch (e) {
+        assert.ok(e instanceof ConfigurationError, String(e));
+      }
+    }
+    return [...read].sort();
+  }
+
+  test('for every kind', () => {
+    for (const type of STORE_TYPES) assert.deepEqual(readsOf(type), [...STORE_SETTINGS[type]].sort(), type);
+  });
+});
+
+describe('closestName', () => {
+  test('a slip of the keyboard finds the name; something else finds nothing', () => {
+    const known = ['url', 'host', 'port', 'tableName', 'timeout', 'poolSize'];
+    assert.equal(closestName('TABLENAME', known), 'tableName');
+    assert.equal(closestName('timout', known), 'timeout');
+    assert.equal(closestName('tiemout', known), 'timeout', 'a transposition is one edit');
+    assert.equal(closestName('prot', known), 'port');
+    assert.equal(closestName('hots', known), 'host');
+    assert.equal(closestName('extra', known), undefined);
+    assert.equal(closestName('x', known), undefined);
+    assert.equal(closestName('anything', []), undefined);
+  });
+});

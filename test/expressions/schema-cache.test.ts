@@ -1,0 +1,80 @@
+// The in-isolate JSON Schema cache stays bounded: distinct schemas (with `$id` or not) never accumulate in Ajv, and the
+// realm is verified sealed. Runs the bundle in an isolate of its own to read the runtime's counters (`stats`), which
+// expressions cannot reach.
+import { before, describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import ivm from 'isolated-vm';
+
+const BUNDLE = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'dist', 'sandbox', 'libraries.js');
+if (!existsSync(BUNDLE)) throw new Error('dist/sandbox/libraries.js is missing: run `node scripts/build.mjs` first');
+
+interface Stats {
+  generations: number;
+  compiles: number;
+  bytes: number;
+  cached: number;
+  ajvScopeValues: number;
+  ajvRefs: number;
+  ajvSchemas: number;
+}
+let handle: ivm.Reference<(line: string) => string>;
+let stats: ivm.Reference<() => string>;
+let sealReport: { unsealed: string[]; unfixable: string[] };
+
+before(() => {
+  const isolate = new ivm.Isolate({ memoryLimit: 128 });
+  const context = isolate.createContextSync();
+  isolate.compileScriptSync(readFileSync(BUNDLE, 'utf8')).runSync(context);
+  const runtime = context.global.getSync('__cfguRuntime', { reference: true }) as ivm.Reference<Record<string, unknown>>;
+  const seal = runtime.getSync('seal', { reference: true }) as ivm.Reference<() => string>;
+  handle = runtime.getSync('handle', { reference: true }) as ivm.Reference<(line: string) => string>;
+  stats = runtime.getSync('stats', { reference: true }) as ivm.Reference<() => string>;
+  sealReport = JSON.parse(seal.applySync(undefined, []) as string);
+});
+
+const check = (expression: string, value: unknown): unknown =>
+  JSON.parse(handle.applySync(undefined, [JSON.stringify({ t: 'bool', expression, context: { value } })]) as string);
+const read = (): Stats => JSON.parse(stats.applySync(undefined, []) as string) as Stats;
+
+describe('JSON Schema cache inside the isolate', () => {
+  it('seals everything reachable (the verification walk finds nothing writable)', () => {
+    assert.deepEqual(sealReport.unsealed, []);
+    assert.deepEqual(sealReport.unfixable, []);
+  });
+
+  it('1,200 distinct schemas with $id: Ajv keeps at most one generation (500 compiles), ids never pile up', () => {
+    const seen: Stats[] = [];
+    for (let i = 0; i < 1200; i++) {
+      const schema = { $id: `https://example.test/s${i}`, type: 'object', properties: { a: { type: 'string', pattern: `^p${i}` } } };
+      assert.deepEqual(check(`JSONSchema.validate(${JSON.stringify(schema)}, $.value)`, { a: `p${i}` }), { t: 'value', ok: true, value: true });
+      if (i % 100 === 99) seen.push(read());
+    }
+    const last = read();
+    assert.ok(last.generations >= 3, JSON.stringify(last));
+    for (const s of seen) {
+      assert.ok(s.compiles <= 500 && s.cached <= 500, JSON.stringify(s));
+      // Only the meta-schema (and its alias) stay registered between compiles.
+      assert.ok(s.ajvRefs <= 2 && s.ajvSchemas <= 2, JSON.stringify(s));
+    }
+    // What Ajv holds (scope values: compiled functions, schemas, regexps) grows with one generation, then starts over.
+    const peak = Math.max(...seen.map((s) => s.ajvScopeValues));
+    assert.ok(peak < 500 * 10, `scope values ${peak}`);
+    // The same schema again is a cache hit: no compile.
+    const before = read().compiles;
+    check(`JSONSchema.validate(${JSON.stringify({ $id: 'https://example.test/s1199', type: 'object', properties: { a: { type: 'string', pattern: '^p1199' } } })}, $.value)`, {});
+    assert.equal(read().compiles, before);
+  });
+
+  it('the cache is bounded by schema text too: large schemas start a new generation before 4 MB', () => {
+    const start = read().generations;
+    const big = (i: number) => ({ description: 'x'.repeat(900_000), minLength: i });
+    for (let i = 0; i < 6; i++) {
+      assert.deepEqual(check(`JSONSchema.validate(${JSON.stringify(big(i))}, $.value)`, 'abcdefghij'), { t: 'value', ok: true, value: true });
+      assert.ok(read().bytes <= 4_000_000, JSON.stringify(read()));
+    }
+    assert.ok(read().generations >= start + 1);
+  });
+});
