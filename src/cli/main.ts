@@ -8,6 +8,7 @@ import { exportCommand } from './commands/export.js';
 import { upsertCommand } from './commands/upsert.js';
 import { processIO, type CommandIO } from './io.js';
 import { version } from '../server/version.js';
+import { describeSandboxBuild } from '../expressions/isolated-vm.js';
 
 export interface SubCommand {
   summary: string;
@@ -35,7 +36,8 @@ export async function main(argv: string[], io: CommandIO = processIO()): Promise
     return name === undefined ? 2 : 0;
   }
   if (name === '--version' || name === '-V') {
-    io.stdout.write(`${version}\n`);
+    // First line: the version alone (for scripts); second: the Node and the sandbox build it runs here.
+    io.stdout.write(`${version}\nnode ${process.versions.node}, sandbox ${describeSandboxBuild()}\n`);
     return 0;
   }
   const command = commands[name];

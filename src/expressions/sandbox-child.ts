@@ -10,7 +10,7 @@
  * argv[2]: JSON `{ bundle, timeoutMs, memoryMb, retireHeapMb }`. The environment is empty (the host passes none).
  */
 import { readFileSync } from 'node:fs';
-import ivm from 'isolated-vm';
+import type IVM from 'isolated-vm';
 import {
   FLUSH_LINE,
   IMPORT_MESSAGE,
@@ -21,6 +21,7 @@ import {
   withCpu,
   type SandboxRequest,
 } from './protocol.js';
+import { loadSandboxBuild } from './isolated-vm.js';
 
 interface ChildOptions {
   bundle: string;
@@ -31,14 +32,16 @@ interface ChildOptions {
   retireHeapMb: number;
 }
 
+// The isolated-vm build that matches this Node (src/expressions/isolated-vm.ts).
+const { ivm } = loadSandboxBuild();
 const options = JSON.parse(process.argv[2] ?? '{}') as ChildOptions;
 const TIMED_OUT = 'Script execution timed out.';
 const source = readFileSync(options.bundle, 'utf8');
 
 interface Sandbox {
-  isolate: ivm.Isolate;
-  handle: ivm.Reference<(line: string) => string>;
-  partial: ivm.Reference<(kind: string, message: string) => string>;
+  isolate: IVM.Isolate;
+  handle: IVM.Reference<(line: string) => string>;
+  partial: IVM.Reference<(kind: string, message: string) => string>;
   sealReport: string;
   startupMs: number;
 }
@@ -47,7 +50,7 @@ interface Sandbox {
  * V8's compiled code for the bundle, made by the first isolate before any job ran: later isolates of this process
  * skip parsing. It is code derived from the bundle's text only (V8 checks it against the source), never heap state.
  */
-let codeCache: ivm.ExternalCopy<ArrayBuffer> | undefined;
+let codeCache: IVM.ExternalCopy<ArrayBuffer> | undefined;
 
 /** A fresh isolate with the bundle loaded and the realm sealed. */
 function createSandbox(): Sandbox {
@@ -58,14 +61,14 @@ function createSandbox(): Sandbox {
     filename: 'cfgu-sandbox.js',
     ...(codeCache ? { cachedData: codeCache } : { produceCachedData: true }),
   });
-  const produced = (script as ivm.Script & ivm.CachedDataResult).cachedData;
+  const produced = (script as IVM.Script & IVM.CachedDataResult).cachedData;
   if (!codeCache && produced) codeCache = produced;
   script.runSync(context);
   script.release();
-  const runtime = context.global.getSync('__cfguRuntime', { reference: true }) as ivm.Reference<Record<string, unknown>>;
-  const handle = runtime.getSync('handle', { reference: true }) as ivm.Reference<(line: string) => string>;
-  const partial = runtime.getSync('partial', { reference: true }) as ivm.Reference<(kind: string, message: string) => string>;
-  const seal = runtime.getSync('seal', { reference: true }) as ivm.Reference<() => string>;
+  const runtime = context.global.getSync('__cfguRuntime', { reference: true }) as IVM.Reference<Record<string, unknown>>;
+  const handle = runtime.getSync('handle', { reference: true }) as IVM.Reference<(line: string) => string>;
+  const partial = runtime.getSync('partial', { reference: true }) as IVM.Reference<(kind: string, message: string) => string>;
+  const seal = runtime.getSync('seal', { reference: true }) as IVM.Reference<() => string>;
   const sealReport = seal.applySync(undefined, [], { timeout: 30_000 }) as string;
   seal.release();
   runtime.release();

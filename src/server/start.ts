@@ -22,6 +22,7 @@ import { buildServer } from './app.js';
 import { pinnedPort } from './cluster.js';
 import { Lifecycle } from './lifecycle.js';
 import { createLogger } from './logger.js';
+import { describeSandboxBuild } from '../expressions/isolated-vm.js';
 import { resolveSettings, type ServerSettings, type SettingsFlags } from './settings.js';
 
 export interface ServeInput {
@@ -140,7 +141,15 @@ export async function startServer(prepared: Prepared, hooks: StartHooks = {}, lo
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : settings.http.port;
   log.info(
-    { host: settings.http.host, port, tls: settings.http.tls.enabled, auth: settings.auth.enabled, stores: registry.names() },
+    {
+      host: settings.http.host,
+      port,
+      tls: settings.http.tls.enabled,
+      auth: settings.auth.enabled,
+      stores: registry.names(),
+      node: process.versions.node,
+      sandbox: describeSandboxBuild(),
+    },
     'listening; initialising stores',
   );
 

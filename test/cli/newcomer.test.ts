@@ -18,11 +18,17 @@ after(async () => {
 
 const version = (JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string }).version;
 
-test('cfgu --version and -V print the version of package.json, exit 0', async () => {
+// The isolated-vm line each Node major gets (package.json optionalDependencies).
+const major = Number(process.versions.node.split('.')[0]);
+const alias = major >= 24 ? 'isolated-vm-node24' : major >= 22 ? 'isolated-vm-node22' : 'isolated-vm-node20';
+const ivmVersion = (JSON.parse(readFileSync(join(ROOT, 'node_modules', alias, 'package.json'), 'utf8')) as { version: string }).version;
+
+test('cfgu --version and -V print the version of package.json, then the Node and the sandbox build in use, exit 0', async () => {
   const cwd = tempDir();
   for (const flag of ['--version', '-V']) {
     const r = await cfgu([flag], { cwd });
-    assert.deepEqual(r, { code: 0, stdout: `${version}\n`, stderr: '' }, flag);
+    const stdout = `${version}\nnode ${process.versions.node}, sandbox isolated-vm ${ivmVersion} (${alias})\n`;
+    assert.deepEqual(r, { code: 0, stdout, stderr: '' }, flag);
   }
   const help = await runCli(['--help'], { cwd });
   assert.equal(help.code, 0);

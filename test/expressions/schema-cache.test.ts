@@ -6,7 +6,8 @@ import assert from 'node:assert/strict';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import ivm from 'isolated-vm';
+import type IVM from 'isolated-vm';
+import { loadSandboxBuild } from '../../src/expressions/isolated-vm.js';
 
 const BUNDLE = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'dist', 'sandbox', 'libraries.js');
 if (!existsSync(BUNDLE)) throw new Error('dist/sandbox/libraries.js is missing: run `node scripts/build.mjs` first');
@@ -20,18 +21,19 @@ interface Stats {
   ajvRefs: number;
   ajvSchemas: number;
 }
-let handle: ivm.Reference<(line: string) => string>;
-let stats: ivm.Reference<() => string>;
+let handle: IVM.Reference<(line: string) => string>;
+let stats: IVM.Reference<() => string>;
 let sealReport: { unsealed: string[]; unfixable: string[] };
 
 before(() => {
+  const { ivm } = loadSandboxBuild();
   const isolate = new ivm.Isolate({ memoryLimit: 128 });
   const context = isolate.createContextSync();
   isolate.compileScriptSync(readFileSync(BUNDLE, 'utf8')).runSync(context);
-  const runtime = context.global.getSync('__cfguRuntime', { reference: true }) as ivm.Reference<Record<string, unknown>>;
-  const seal = runtime.getSync('seal', { reference: true }) as ivm.Reference<() => string>;
-  handle = runtime.getSync('handle', { reference: true }) as ivm.Reference<(line: string) => string>;
-  stats = runtime.getSync('stats', { reference: true }) as ivm.Reference<() => string>;
+  const runtime = context.global.getSync('__cfguRuntime', { reference: true }) as IVM.Reference<Record<string, unknown>>;
+  const seal = runtime.getSync('seal', { reference: true }) as IVM.Reference<() => string>;
+  handle = runtime.getSync('handle', { reference: true }) as IVM.Reference<(line: string) => string>;
+  stats = runtime.getSync('stats', { reference: true }) as IVM.Reference<() => string>;
   sealReport = JSON.parse(seal.applySync(undefined, []) as string);
 });
 
