@@ -1,26 +1,57 @@
-# cfgu configuration proxy. The steps are the README's: `npm ci` (which also builds dist/ through the postinstall
-# script) and `npm start` (the proxy on port 8080 with examples/.configu). For your own stores, mount a .configu and
-# override the command, e.g. `docker run -v $PWD/.configu:/config/.configu -p 8080:8080 IMAGE \
-#   node bin/cfgu.js serve --config /config/.configu`.
-FROM node:20-bookworm
+# cfgu configuration proxy: a multi-stage image (docs/deploy.md).
+#
+#   docker build -t cfgu .                      (official node images as bases)
+#   node scripts/image-local.mjs                (buildah + local Debian minbase bases, no Docker needed)
+#   docker run -v $PWD/.configu:/config/.configu:ro -p 8080:8080 cfgu serve
+#   docker run -v $PWD:/config:ro cfgu eval --schema /config/app.cfgu.json
+#
+# The base images are build arguments: BUILDER_IMAGE needs Node 24 with npm, its headers and a C++ compiler (for
+# the native modules); BASE_IMAGE needs Node 24 only. Every other build step works offline from the npm registry.
+ARG BUILDER_IMAGE=node:24-bookworm
+ARG BASE_IMAGE=node:24-bookworm-slim
 
+FROM ${BUILDER_IMAGE} AS builder
+WORKDIR /build
+# Dependencies first, so the layer is reused while the lockfile stays the same. The project's own postinstall (the
+# bundle build) needs the sources, which come later: it is taken out here and run as its own step below.
+COPY package.json package-lock.json ./
+RUN npm pkg delete scripts.postinstall && npm ci --no-audit --no-fund && npm cache clean --force
+COPY scripts ./scripts
+COPY src ./src
+COPY bin ./bin
+COPY tsconfig.json LICENSE ./
+RUN node scripts/build.mjs && npm prune --omit=dev --no-audit --no-fund && node scripts/prune-image.mjs /build
+
+FROM ${BASE_IMAGE}
+ARG VERSION=1.0.0
+ARG REVISION=unknown
+LABEL org.opencontainers.image.title="cfgu" \
+      org.opencontainers.image.description="Configuration proxy: evaluates Cfgu v1 configuration pipelines over real stores" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}" \
+      org.opencontainers.image.source="https://github.com/configu/cfgu"
+# Owned by root, readable by everyone, writable by no one but root: the process runs as an unprivileged user.
 WORKDIR /app
-RUN chown node:node /app
-USER node
-
-# The whole source is needed before `npm ci`: its postinstall step bundles src/ into dist/.
-# (NODE_ENV is left unset here: the build needs the dev dependencies, esbuild among them.)
-COPY --chown=node:node . .
-RUN npm ci
-
-# Listens on 0.0.0.0:8080 by default (CONFIGU_HTTP_HOST / CONFIGU_HTTP_PORT or interface.proxy.http change it).
+COPY --from=builder --chown=0:0 /build/package.json /build/LICENSE ./
+COPY --from=builder --chown=0:0 /build/bin ./bin
+COPY --from=builder --chown=0:0 /build/dist ./dist
+COPY --from=builder --chown=0:0 /build/node_modules ./node_modules
+RUN chmod -R a+rX,go-w /app && ln -s /app/bin/cfgu.js /usr/local/bin/cfgu \
+ && mkdir -p /config && chmod 755 /config
+# One server process per container by default (scale with replicas); see docs/deploy.md for the sizing figures.
+ENV NODE_ENV=production \
+    CONFIGU_CONFIGURATION=/config/.configu \
+    CONFIGU_WORKERS=1 \
+    CONFIGU_EXPRESSION_WORKERS=1 \
+    CONFIGU_EXPRESSION_SPARES=1 \
+    CONFIGU_HTTP_PORT=8080
+USER 65532:65532
 EXPOSE 8080
-
-# Liveness needs no key; readiness (/ready) is for the orchestrator's traffic decisions.
-HEALTHCHECK --interval=30s --timeout=3s --start-period=10s CMD curl -fsS "http://127.0.0.1:${CONFIGU_HTTP_PORT:-8080}/live" >/dev/null || exit 1
-
-# SIGTERM (docker stop) starts a graceful shutdown: /ready turns 503, in-flight requests finish, exit 0 within
-# CONFIGU_SHUTDOWN_GRACE_SECONDS (default 10; keep docker's --time / terminationGracePeriodSeconds above it).
-# npm forwards SIGTERM and SIGINT to the server.
+# No curl in the image: `cfgu health` asks the server on its configured port, over HTTPS when TLS is on.
+HEALTHCHECK --interval=30s --timeout=10s --start-period=20s --retries=3 CMD ["cfgu", "health"]
+# cfgu is PID 1 and handles SIGTERM/SIGINT itself: /ready turns 503, in-flight requests finish, exit 0 within
+# CONFIGU_SHUTDOWN_GRACE_SECONDS (default 10; keep the stop timeout above it). It waits for its own children.
 STOPSIGNAL SIGTERM
-CMD ["npm", "start"]
+ENTRYPOINT ["node", "/app/bin/cfgu.js"]
+CMD ["serve"]

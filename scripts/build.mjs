@@ -18,6 +18,8 @@ for (const file of readdirSync(join(root, 'scripts')).filter((f) => /^build-.+\.
 const entries = {
   cli: 'src/cli/bin.ts',
   'sandbox-child': 'src/expressions/sandbox-child.ts',
+  // Which isolated-vm build this Node loads (scripts/prune-image.mjs asks it in the image's builder stage).
+  'sandbox-build': 'src/expressions/isolated-vm.ts',
 };
 const entryPoints = Object.fromEntries(
   Object.entries(entries).filter(([, src]) => existsSync(join(root, src))).map(([name, src]) => [name, join(root, src)]),

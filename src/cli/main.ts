@@ -6,6 +6,7 @@ import { serveCommand } from './serve.js';
 import { evalCommand } from './commands/eval.js';
 import { exportCommand } from './commands/export.js';
 import { upsertCommand } from './commands/upsert.js';
+import { healthCommand } from './commands/health.js';
 import { processIO, type CommandIO } from './io.js';
 import { version } from '../server/version.js';
 import { describeSandboxBuild } from '../expressions/isolated-vm.js';
@@ -20,6 +21,7 @@ export const commands: Record<string, SubCommand> = {
   upsert: { summary: 'validate values and write them to a store', run: upsertCommand },
   eval: { summary: 'evaluate a schema against a store and print the result (JSON)', run: evalCommand },
   export: { summary: 'export an eval result from standard input (json, dotenv, yaml, ...)', run: exportCommand },
+  health: { summary: 'check a proxy running on this machine (for container health checks)', run: healthCommand },
 };
 
 function usage(): string {
