@@ -11,6 +11,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual, parseArgs } from 'node:util';
 import { writeFixture, workloads, runaway } from './fixture.mjs';
+import { comm, rssKb, tree } from './proc.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({
@@ -33,34 +34,6 @@ const freePort = () =>
       s.close(() => resolve(port));
     });
   });
-
-/** Every pid in the tree below `pid` (the primary, its workers, their sandbox processes). */
-function tree(pid) {
-  const out = [pid];
-  for (let i = 0; i < out.length; i++) {
-    try {
-      const kids = readFileSync(`/proc/${out[i]}/task/${out[i]}/children`, 'utf8').trim();
-      if (kids) out.push(...kids.split(/\s+/).map(Number));
-    } catch {
-      /* gone */
-    }
-  }
-  return out;
-}
-const rssKb = (pid) => {
-  try {
-    return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
-  } catch {
-    return 0;
-  }
-};
-const comm = (pid) => {
-  try {
-    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('sandbox-child') ? 'sandbox' : 'server';
-  } catch {
-    return 'gone';
-  }
-};
 
 function sampler(pid) {
   const peak = { server: 0, sandbox: 0, total: 0 };

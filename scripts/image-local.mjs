@@ -47,6 +47,21 @@ export function cacheDir() {
   }
 }
 
+/**
+ * Removes a debootstrap target folder. A debootstrap that failed half-way can leave /proc (or device binds) mounted
+ * inside it: those are unmounted first, deepest first, so that removing the folder never reaches the host's.
+ */
+function removeTarget(dir) {
+  if (!existsSync(dir)) return;
+  const mounts = readFileSync('/proc/mounts', 'utf8')
+    .split('\n')
+    .map((l) => l.split(' ')[1])
+    .filter((m) => m && (m === dir || m.startsWith(`${dir}/`)))
+    .sort((a, b) => b.length - a.length);
+  for (const m of mounts) spawnSync('umount', ['-l', m], { stdio: 'ignore' });
+  rmSync(dir, { recursive: true, force: true });
+}
+
 /** A minbase root file system as a tar file (cached): runtime (nothing added) or builder (with a compiler). */
 function rootfs(kind) {
   const include = kind === 'builder' ? BUILD_TOOLS : [];
@@ -54,7 +69,7 @@ function rootfs(kind) {
   const tar = join(cacheDir(), `rootfs-${kind}-${key}.tar`);
   if (existsSync(tar)) return { tar, key };
   const dir = join(cacheDir(), `rootfs-${kind}-${key}.tmp`);
-  rmSync(dir, { recursive: true, force: true });
+  removeTarget(dir);
   log(`debootstrap ${SUITE} (${kind}; first run only, takes minutes) into ${dir}`);
   run('debootstrap', ['--variant=minbase', ...(include.length ? [`--include=${include.join(',')}`] : []), SUITE, dir, MIRROR]);
   // Nothing an image needs: package lists, caches, documentation, locales other than C.
@@ -64,7 +79,7 @@ function rootfs(kind) {
   }
   run('tar', ['-C', dir, '--exclude=./dev/*', '--exclude=./proc/*', '--exclude=./sys/*', '-cf', `${tar}.part`, '.']);
   renameSync(`${tar}.part`, tar);
-  rmSync(dir, { recursive: true, force: true });
+  removeTarget(dir);
   return { tar, key };
 }
 
