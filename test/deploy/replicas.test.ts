@@ -7,7 +7,10 @@ import { haproxyBinary, runReplicas } from '../../bench/replicas.js';
 import { probeTcp, requireOrSkip, requireService } from '../helpers/services.js';
 
 test('rolling restart behind haproxy loses no request; an upserted value is served by every replica', async (t) => {
-  if (!haproxyBinary()) return requireOrSkip(t, 'haproxy', 'not installed; scripts/test-setup-haproxy.sh installs it');
+  if (!haproxyBinary()) {
+    requireOrSkip(t, 'haproxy', 'not installed; scripts/test-setup-haproxy.sh installs it');
+    return;
+  }
   if (!(await requireService(t, 'postgresql', probeTcp(5432)))) return;
   const run = await runReplicas({ clients: 3 });
   assert.deepEqual(run.failures, [], 'every request through the balancer answered 200 with the stored value');
