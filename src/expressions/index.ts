@@ -86,7 +86,7 @@ export interface SandboxEvaluator extends ExpressionEvaluator {
 }
 
 /** The environment variables of the sandbox options, with their bounds. */
-const ENV_OPTIONS: Array<[keyof SandboxOptions, string, number, number]> = [
+export const ENV_OPTIONS: Array<[keyof SandboxOptions, string, number, number]> = [
   ['timeoutMs', 'CONFIGU_EXPRESSION_TIMEOUT_MS', 1, 60_000],
   ['memoryMb', 'CONFIGU_EXPRESSION_MEMORY_MB', 8, 4096],
   ['workers', 'CONFIGU_EXPRESSION_WORKERS', 1, 256],
