@@ -1,8 +1,8 @@
 /**
  * `npm start` and the Dockerfile are the README's commands: `npm start` serves examples/.configu unless
- * CONFIGU_CONFIG / CONFIGU_CONFIGURATION names another `.configu` (the image runs `npm start`, so the same variables
- * point it elsewhere), and the Dockerfile's steps are `npm ci` then `npm start`. The repository carries the license
- * package.json names.
+ * CONFIGU_CONFIG / CONFIGU_CONFIGURATION names another `.configu`; the Dockerfile's builder installs with `npm ci` and
+ * its image runs cfgu itself (`serve` by default, test/deploy/image.test.ts builds and runs it). The repository
+ * carries the license package.json names.
  */
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -25,14 +25,14 @@ after(() => {
   removeTempDirs();
 });
 
-test('the Dockerfile runs the README install and start commands; the package has its bin and license', () => {
+test('the Dockerfile installs with npm ci and runs cfgu serve; the package has its bin and license', () => {
   const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
   assert.ok(readme.includes('npm ci && npm start'), 'README install and start commands');
   const steps = readFileSync(join(ROOT, 'Dockerfile'), 'utf8')
     .split('\n')
-    .filter((l) => /^(RUN|CMD)\b/.test(l));
-  assert.ok(steps.includes('RUN npm ci'), steps.join('\n'));
-  assert.equal(steps.at(-1), 'CMD ["npm", "start"]');
+    .filter((l) => /^(RUN|CMD|ENTRYPOINT)\b/.test(l));
+  assert.ok(steps.some((s) => /^RUN .*\bnpm ci\b/.test(s)), steps.join('\n'));
+  assert.deepEqual(steps.slice(-2), ['ENTRYPOINT ["node", "/app/bin/cfgu.js"]', 'CMD ["serve"]']);
   assert.deepEqual(pkg.bin, { cfgu: 'bin/cfgu.js' });
   assert.equal(pkg.license, 'Apache-2.0');
   const license = readFileSync(join(ROOT, 'LICENSE'), 'utf8');
