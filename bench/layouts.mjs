@@ -11,7 +11,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { writeFixture, workloads } from './fixture.mjs';
-import { treeRss } from './proc.mjs';
+import { load, treeRss } from './proc.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({
@@ -25,15 +25,6 @@ const { values: args } = parseArgs({
 });
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 const uptime = () => execFileSync('uptime', { encoding: 'utf8' }).trim();
-
-function load(options) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [join(root, 'bench/load.mjs'), JSON.stringify(options)], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`load generator exited ${code}`))));
-  });
-}
 
 /** Starts `cfgu serve` with the layout; resolves with the child and its port once /ready answers 200. */
 async function start(layout) {

@@ -1,5 +1,21 @@
-// Process-tree memory readings from /proc, shared by the benchmarks (run.mjs, layouts.mjs, replicas.mjs).
+// Helpers shared by the benchmarks (run.mjs, layouts.mjs): process-tree memory readings from /proc, and the load
+// generator (bench/load.mjs) run as a process of its own.
+import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+
+/** Runs bench/load.mjs with `options` (autocannon's url, method, body, connections, duration); resolves its summary. */
+export function load(options) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [join(here, 'load.mjs'), JSON.stringify(options)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`load generator exited ${code}`))));
+  });
+}
 
 /** Every pid in the tree below `pid` (the primary, its workers, their sandbox processes). */
 export function tree(pid) {

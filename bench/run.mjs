@@ -11,7 +11,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual, parseArgs } from 'node:util';
 import { writeFixture, workloads, runaway } from './fixture.mjs';
-import { comm, rssKb, tree } from './proc.mjs';
+import { comm, load, rssKb, tree } from './proc.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({
@@ -48,15 +48,6 @@ function sampler(pid) {
     peak.total = Math.max(peak.total, total);
   }, 200);
   return { peak, stop: () => clearInterval(timer), reset: () => Object.assign(peak, { server: 0, sandbox: 0, total: 0 }) };
-}
-
-function load(options) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [join(root, 'bench/load.mjs'), JSON.stringify(options)], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`load generator exited ${code}`))));
-  });
 }
 
 async function waitReady(base, ms = 60000) {
