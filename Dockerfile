@@ -40,7 +40,9 @@ COPY --from=builder --chown=0:0 /build/node_modules ./node_modules
 RUN chmod -R a+rX,go-w /app && ln -s /app/bin/cfgu.js /usr/local/bin/cfgu \
  && mkdir -p /config && chmod 755 /config
 # One server process per container by default (scale with replicas); see docs/deploy.md for the sizing figures.
+# HOME: the user has no home folder; /tmp is writable (the default backup database goes under $HOME/.cache).
 ENV NODE_ENV=production \
+    HOME=/tmp \
     CONFIGU_CONFIGURATION=/config/.configu \
     CONFIGU_WORKERS=1 \
     CONFIGU_EXPRESSION_WORKERS=1 \

@@ -22,6 +22,14 @@ const cleanEnv = () => Object.fromEntries(Object.entries(process.env).filter(([k
 const buildah = (args: string[]) => execFileSync('buildah', args, { encoding: 'utf8', env: cleanEnv(), maxBuffer: 64 << 20 });
 const containers: string[] = [];
 let builtHere: string | undefined;
+/** A process's environment block ('' when it is gone or not ours to read). */
+const environOf = (pid: number) => {
+  try {
+    return readFileSync(`/proc/${pid}/environ`, 'utf8');
+  } catch {
+    return '';
+  }
+};
 
 after(() => {
   for (const c of containers) spawnSync('buildah', ['rm', c], { stdio: 'ignore' });
@@ -115,7 +123,7 @@ test('the image: configuration, read-only files, --version, /ready, POST /export
     const pid = execFileSync('sh', ['-c', `ps -eo pid,args | awk '/[c]fgu.js serve/ && /node/ {print $1}'`], { encoding: 'utf8' })
       .split('\n')
       .map(Number)
-      .find((p) => p > 0 && readFileSync(`/proc/${p}/environ`, 'utf8').includes(`CONFIGU_HTTP_PORT=${port}`));
+      .find((p) => p > 0 && environOf(p).includes(`CONFIGU_HTTP_PORT=${port}`));
     assert.ok(pid, `the server process on port ${port}`);
     process.kill(pid, 'SIGTERM');
     assert.equal(await exited, 0, out);
