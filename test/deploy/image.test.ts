@@ -10,7 +10,7 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { chmodSync, existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { ROOT, freePort, postJson, removeTempDirs, tempDir, waitForStatus, writeJson } from '../server/helpers.js';
@@ -77,8 +77,7 @@ test('the image: configuration, read-only files, --version, /ready, POST /export
   assert.deepEqual(config.Healthcheck?.Test, ['CMD', 'cfgu', 'health']);
   assert.equal(config.Labels['org.opencontainers.image.title'], 'cfgu');
   assert.equal(config.Labels['org.opencontainers.image.licenses'], 'Apache-2.0');
-  const size = Number(JSON.parse(buildah(['images', '--json', tag]))[0]?.size ?? 0);
-  process.stderr.write(`image ${tag}: ${(size / 1e6).toFixed(0)} MB\n`);
+  process.stderr.write(`image ${tag}: ${buildah(['images', '--format', '{{.Size}}', tag]).trim()}\n`);
 
   const ctr = buildah(['from', '--pull-never', tag]).trim();
   containers.push(ctr);
@@ -100,6 +99,9 @@ test('the image: configuration, read-only files, --version, /ready, POST /export
   const dir = tempDir('cfgu-image-');
   writeJson(join(dir, 'data.json'), [{ set: '', key: 'GREETING', value: 'hello' }]);
   writeJson(join(dir, '.configu'), { stores: { main: { type: 'json-file', configuration: { path: 'data.json' } } } });
+  // Temporary folders are private to their owner; the image's user must be able to read the mount.
+  chmodSync(dir, 0o755);
+  for (const f of ['data.json', '.configu']) chmodSync(join(dir, f), 0o644);
   const port = await freePort();
   const env = ['--env', `CONFIGU_HTTP_PORT=${port}`, '--env', 'CONFIGU_HTTP_HOST=127.0.0.1'];
   const server = spawn('buildah', ['run', '--isolation', 'chroot', '--user', '65532:65532', ...env, '-v', `${dir}:/config:ro`, ctr, '--', ...config.Entrypoint, ...config.Cmd], {
@@ -112,7 +114,9 @@ test('the image: configuration, read-only files, --version, /ready, POST /export
   const exited = new Promise<number | null>((r) => server.on('exit', (code) => r(code)));
   try {
     const base = `http://127.0.0.1:${port}`;
-    await waitForStatus(`${base}/ready`, 200, 5 * 60_000);
+    await waitForStatus(`${base}/ready`, 200, 5 * 60_000).catch((e: Error) => {
+      throw new Error(`${e.message}\n${out}`);
+    });
     const r = await postJson(`${base}/export`, [{ schema: { keys: { GREETING: {}, SHOUT: { const: '{{ $.configs.GREETING.value.toUpperCase() }}' } } } }]);
     assert.equal(r.status, 200, r.body);
     assert.deepEqual(r.json(), { GREETING: 'hello', SHOUT: 'HELLO' });
