@@ -8,13 +8,20 @@
  * unchanged (0 = still absent); when another writer got there first, it is retried.
  *
  * The client's circuit breaker and retries reconnect by themselves when etcd is back (within about 5 s).
+ *
+ * Change feed: etcd's own watch over the whole key space (the layout has no prefix), on the client's shared watch
+ * stream. Each put or delete reports the set named like the key and the root set; a key that is not cfgu's gives a
+ * spurious notice. After a lost connection the watch is resumed from the last revision it saw, so events in between
+ * are replayed (and `change({})` is sent as well); when that revision was compacted away, a new watch starts from the
+ * present.
  */
-import type { Etcd3, IOptions } from 'etcd3';
+import type { Etcd3, IOptions, Watcher } from 'etcd3';
 import { etcdDriver } from './drivers.js';
 import { StoreUnavailableError } from '../core/errors.js';
 import { unavailable, withTimeout } from './common.js';
+import { backoff, delay, FeedSink, feedOf } from './feed.js';
 import { applyKeyValueWrites, decodeKeyValue, storageKeys } from './key-value.js';
-import type { Config, ConfigQuery, ConfigStore } from './types.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from './types.js';
 
 export interface EtcdStoreOptions {
   hosts: string | string[];
@@ -136,6 +143,61 @@ export class EtcdConfigStore implements ConfigStore {
         await new Promise((r) => setTimeout(r, Math.random() * 10 * (attempt + 1)));
       }
       throw new StoreUnavailableError(this.name, 'too many concurrent writers; try again', 1);
+    });
+  }
+
+  watch(listener: ChangeListener): ChangeFeed {
+    const sink = new FeedSink(listener);
+    let closed = false;
+    let watcher: Watcher | undefined;
+    let wake: (() => void) | undefined;
+    const onKey = (kv: { key: Buffer }) => {
+      const key = kv.key.toString();
+      sink.change({ sets: key === '' ? [''] : [key, ''] });
+    };
+    const run = async () => {
+      for (let attempt = 0; !closed; attempt++) {
+        let w: Watcher;
+        try {
+          // The empty prefix is the whole key space.
+          w = await withTimeout(this.etcd().watch().prefix('').create(), this.timeoutMs * 2 + 500, 'etcd watch');
+        } catch (e) {
+          if (closed) return;
+          sink.fail(unavailable(this.name, e, [this.options.password]));
+          await delay(backoff(attempt));
+          continue;
+        }
+        if (closed) {
+          await w.cancel().catch(() => undefined);
+          return;
+        }
+        attempt = 0;
+        watcher = w;
+        sink.change({}); // watching (first time, or again): anything may have changed before
+        w.on('put', onKey);
+        w.on('delete', onKey);
+        w.on('disconnected', (e) => sink.fail(unavailable(this.name, e, [this.options.password])));
+        w.on('connected', () => sink.ok());
+        // A non-recoverable error (e.g. the revision to resume from was compacted): start a new watch.
+        await new Promise<void>((resolve) => {
+          wake = resolve;
+          w.on('error', (e) => {
+            sink.fail(unavailable(this.name, e, [this.options.password]));
+            resolve();
+          });
+        });
+        watcher = undefined;
+        await w.cancel().catch(() => undefined);
+        if (!closed) await delay(backoff(0));
+      }
+    };
+    const running = run();
+    return feedOf(async () => {
+      closed = true;
+      sink.close();
+      wake?.();
+      await watcher?.cancel().catch(() => undefined);
+      await running;
     });
   }
 

@@ -8,13 +8,25 @@
  *
  * Commands never queue while the server is unreachable (`enableOfflineQueue: false`): they fail at once with
  * StoreUnavailableError, and the client keeps reconnecting in the background (back-off up to 2 s).
+ *
+ * Change feed (one extra connection per feed, in subscriber mode):
+ *   - when the server has keyspace notifications enabled (`CONFIG GET notify-keyspace-events` shows `K` with `A`,
+ *     or `K` with `$` and `g`; checked on every (re)connection, never changed by cfgu), the feed subscribes to the
+ *     keyspace channel of its database and reports the set of every key written, by anyone;
+ *   - otherwise it subscribes to the channel `cfgu:changes:<db>`, on which every write through cfgu publishes the
+ *     sets it wrote (inside the write's MULTI), and every `feedIntervalMs` (default 1000) it reads, with one MGET,
+ *     the storage keys this store object has been asked for, and reports those whose value moved. Writes by other
+ *     programs to keys that this store object never read cannot matter to what it answered, and are not reported.
+ * The storage layout has no prefix: with keyspace notifications, a write to any key of the database gives a notice
+ * (of the set named like the key, and of the root set), spurious when the key is not cfgu's.
  */
 import type { Redis, RedisOptions } from 'ioredis';
 import { redisDriver } from './drivers.js';
 import { StoreUnavailableError } from '../core/errors.js';
 import { Mutex, unavailable, withTimeout, connectionSecrets } from './common.js';
-import { applyKeyValueWrites, decodeKeyValue, storageKeys } from './key-value.js';
-import type { Config, ConfigQuery, ConfigStore } from './types.js';
+import { DEFAULT_FEED_INTERVAL_MS, FeedSink, feedOf, Poller, setsOf } from './feed.js';
+import { applyKeyValueWrites, decodeKeyValue, storageKeyOf, storageKeys } from './key-value.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from './types.js';
 
 export interface RedisStoreOptions {
   url?: string;
@@ -24,15 +36,32 @@ export interface RedisStoreOptions {
   password?: string;
   db?: number;
   timeoutMs?: number;
+  /** Period of the change feed's check when the server has no keyspace notifications (ms). */
+  feedIntervalMs?: number;
 }
 
 const MAX_WRITE_ATTEMPTS = 20;
+/** At most this many storage keys are followed by a polling feed (older ones are dropped first). */
+const MAX_TRACKED_KEYS = 100_000;
+
+/** True when `notify-keyspace-events` flags deliver keyspace events for string writes and deletions. */
+export function keyspaceEventsEnabled(flags: string): boolean {
+  return flags.includes('K') && (flags.includes('A') || (flags.includes('$') && flags.includes('g')));
+}
+
+/** What a polling feed knows about one storage key: its value at the last look, and the sets read from it. */
+interface Tracked {
+  value: string | null;
+  sets: Set<string>;
+}
 
 export class RedisConfigStore implements ConfigStore {
   readonly type = 'redis';
   private client: Redis | undefined;
   private readonly writes = new Mutex();
   private readonly timeoutMs: number;
+  /** Polling feeds, told which storage keys a read asked for and what it found. */
+  private readonly readHooks = new Set<(queries: readonly ConfigQuery[], raw: ReadonlyMap<string, string | undefined>) => void>();
 
   constructor(
     readonly name: string,
@@ -45,7 +74,7 @@ export class RedisConfigStore implements ConfigStore {
     return connectionSecrets(this.options);
   }
 
-  private makeClient(): Redis {
+  private makeClient(overrides: RedisOptions = {}): Redis {
     const o = this.options;
     const common: RedisOptions = {
       lazyConnect: true,
@@ -55,6 +84,7 @@ export class RedisConfigStore implements ConfigStore {
       commandTimeout: this.timeoutMs,
       retryStrategy: (times) => Math.min(100 * times, 2000),
       reconnectOnError: () => false,
+      ...overrides,
     };
     if (o.username !== undefined) common.username = o.username;
     if (o.password !== undefined) common.password = o.password;
@@ -102,6 +132,7 @@ export class RedisConfigStore implements ConfigStore {
     const values = await this.guard((c) => c.mget(...keys));
     const raw = new Map<string, string | undefined>();
     keys.forEach((k, i) => raw.set(k, values[i] ?? undefined));
+    for (const hook of this.readHooks) hook(queries, raw);
     return decodeKeyValue(queries, raw);
   }
 
@@ -131,6 +162,8 @@ export class RedisConfigStore implements ConfigStore {
             if (v === null) multi.del(k);
             else multi.set(k, v);
           }
+          // Tell the change feeds of every cfgu process on this database, atomically with the write.
+          multi.publish(this.channel(c), JSON.stringify(setsOf(configs)));
           const result = await multi.exec();
           if (result === null) continue; // a watched key changed: read again and retry
           const failed = result.find(([err]) => err);
@@ -140,6 +173,115 @@ export class RedisConfigStore implements ConfigStore {
         throw new StoreUnavailableError(this.name, 'too many concurrent writers; try again', 1);
       }),
     );
+  }
+
+  /** The channel on which writes through cfgu announce their sets. */
+  private channel(c: Redis): string {
+    return `cfgu:changes:${c.options.db ?? 0}`;
+  }
+
+  watch(listener: ChangeListener): ChangeFeed {
+    const sink = new FeedSink(listener);
+    const tracked = new Map<string, Tracked>();
+    const setsOfKey = (key: string): string[] => {
+      const t = tracked.get(key);
+      return t ? [...t.sets] : [key, ''];
+    };
+    const removeHook = () => this.readHooks.delete(onRead);
+    const onRead = (queries: readonly ConfigQuery[], raw: ReadonlyMap<string, string | undefined>) => {
+      for (const q of queries) {
+        const key = storageKeyOf(q);
+        let t = tracked.get(key);
+        if (!t) {
+          if (tracked.size >= MAX_TRACKED_KEYS) tracked.delete(tracked.keys().next().value!);
+          // Compared from the value this read found: a change after the read is reported by the next look.
+          t = { value: raw.get(key) ?? null, sets: new Set() };
+          tracked.set(key, t);
+        }
+        t.sets.add(q.set);
+      }
+    };
+    this.readHooks.add(onRead);
+
+    let keyspace = false;
+    const poller = new Poller(this.options.feedIntervalMs ?? DEFAULT_FEED_INTERVAL_MS.redis, async () => {
+      if (keyspace || !tracked.size) return;
+      const keys = [...tracked.keys()];
+      const changed = new Set<string>();
+      try {
+        const c = await this.ready();
+        if (c.status !== 'ready') throw new StoreUnavailableError(this.name, 'not connected (reconnecting)');
+        for (let i = 0; i < keys.length; i += 1000) {
+          const chunk = keys.slice(i, i + 1000);
+          const values = await withTimeout(c.mget(...chunk), this.timeoutMs * 2 + 500, 'redis command');
+          chunk.forEach((k, j) => {
+            const t = tracked.get(k);
+            const now = values[j] ?? null;
+            if (t && t.value !== now) {
+              t.value = now;
+              for (const s of t.sets) changed.add(s);
+            }
+          });
+        }
+      } catch (e) {
+        sink.fail(unavailable(this.name, e, this.secrets()));
+        return;
+      }
+      if (changed.size) sink.change({ sets: [...changed] });
+      else sink.ok();
+    });
+
+    const sub = this.makeClient({ autoResubscribe: false, enableOfflineQueue: true, commandTimeout: undefined });
+    const db = sub.options.db ?? 0;
+    const keyspacePrefix = `__keyspace@${db}__:`;
+    let closed = false;
+    sub.on('close', () => {
+      if (!closed) sink.fail(new StoreUnavailableError(this.name, 'the change feed lost its connection (reconnecting)'));
+    });
+    sub.on('pmessage', (_pattern: string, channel: string) => {
+      if (channel.startsWith(keyspacePrefix)) sink.change({ sets: setsOfKey(channel.slice(keyspacePrefix.length)) });
+    });
+    sub.on('message', (_channel: string, message: string) => {
+      let sets: unknown;
+      try {
+        sets = JSON.parse(message);
+      } catch {
+        sets = undefined;
+      }
+      sink.change(Array.isArray(sets) && sets.every((s) => typeof s === 'string') ? { sets: sets as string[] } : {});
+    });
+    sub.on('ready', () => {
+      void (async () => {
+        try {
+          let flags = '';
+          try {
+            const answer = (await sub.config('GET', 'notify-keyspace-events')) as unknown as string[];
+            flags = String(answer?.[1] ?? '');
+          } catch {
+            flags = ''; // CONFIG refused (ACL, managed service): treat as disabled
+          }
+          keyspace = keyspaceEventsEnabled(flags);
+          if (keyspace) await sub.psubscribe(`${keyspacePrefix}*`);
+          else await sub.subscribe(`cfgu:changes:${db}`);
+        } catch (e) {
+          if (!closed) sink.fail(unavailable(this.name, e, this.secrets()));
+          sub.disconnect(true); // start over on a new connection
+          return;
+        }
+        // Subscribed (first time, or again after an outage): anything may have changed meanwhile.
+        if (!keyspace) poller.now();
+        sink.change({});
+      })();
+    });
+    sub.connect().catch(() => undefined); // failures surface as 'close'; the client keeps reconnecting
+    poller.start();
+    return feedOf(async () => {
+      closed = true;
+      sink.close();
+      removeHook();
+      await poller.stop();
+      sub.disconnect();
+    });
   }
 
   async close(): Promise<void> {
