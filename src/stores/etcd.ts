@@ -19,7 +19,7 @@ import type { Etcd3, IOptions, Watcher } from 'etcd3';
 import { etcdDriver } from './drivers.js';
 import { StoreUnavailableError } from '../core/errors.js';
 import { unavailable, withTimeout } from './common.js';
-import { backoff, delay, FeedSink, feedOf } from './feed.js';
+import { backoff, FeedLife, FeedSink, feedOf } from './feed.js';
 import { applyKeyValueWrites, decodeKeyValue, storageKeys } from './key-value.js';
 import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from './types.js';
 
@@ -148,55 +148,47 @@ export class EtcdConfigStore implements ConfigStore {
 
   watch(listener: ChangeListener): ChangeFeed {
     const sink = new FeedSink(listener);
-    let closed = false;
-    let watcher: Watcher | undefined;
-    let wake: (() => void) | undefined;
+    const life = new FeedLife();
     const onKey = (kv: { key: Buffer }) => {
       const key = kv.key.toString();
       sink.change({ sets: key === '' ? [''] : [key, ''] });
     };
     const run = async () => {
-      for (let attempt = 0; !closed; attempt++) {
+      for (let attempt = 0; !life.closed; attempt++) {
         let w: Watcher;
         try {
           // The empty prefix is the whole key space.
           w = await withTimeout(this.etcd().watch().prefix('').create(), this.timeoutMs * 2 + 500, 'etcd watch');
         } catch (e) {
-          if (closed) return;
+          if (life.closed) return;
           sink.fail(unavailable(this.name, e, [this.options.password]));
-          await delay(backoff(attempt));
+          await life.pause(backoff(attempt));
           continue;
         }
-        if (closed) {
-          await w.cancel().catch(() => undefined);
-          return;
-        }
         attempt = 0;
-        watcher = w;
-        sink.change({}); // watching (first time, or again): anything may have changed before
+        if (!life.closed) sink.change({}); // watching (first time, or again): anything may have changed before
         w.on('put', onKey);
         w.on('delete', onKey);
         w.on('disconnected', (e) => sink.fail(unavailable(this.name, e, [this.options.password])));
         w.on('connected', () => sink.ok());
         // A non-recoverable error (e.g. the revision to resume from was compacted): start a new watch.
-        await new Promise<void>((resolve) => {
-          wake = resolve;
-          w.on('error', (e) => {
-            sink.fail(unavailable(this.name, e, [this.options.password]));
-            resolve();
-          });
-        });
-        watcher = undefined;
+        await Promise.race([
+          life.ended(),
+          new Promise<void>((resolve) =>
+            w.on('error', (e) => {
+              sink.fail(unavailable(this.name, e, [this.options.password]));
+              resolve();
+            }),
+          ),
+        ]);
         await w.cancel().catch(() => undefined);
-        if (!closed) await delay(backoff(0));
+        if (!life.closed) await life.pause(backoff(0));
       }
     };
     const running = run();
     return feedOf(async () => {
-      closed = true;
       sink.close();
-      wake?.();
-      await watcher?.cancel().catch(() => undefined);
+      life.close();
       await running;
     });
   }

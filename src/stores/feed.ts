@@ -40,12 +40,43 @@ export function feedIntervalOf(conf: Record<string, unknown>, store: string, fal
   return n;
 }
 
-/** Wait `ms` on an unref'd timer. */
-export const delay = (ms: number): Promise<void> =>
-  new Promise((resolve) => {
-    const t = setTimeout(resolve, ms);
-    t.unref?.();
-  });
+/**
+ * The life of a feed with a reconnection loop: `pause(ms)` waits on an unref'd timer (a feed never keeps the process
+ * alive) and ends at once when the feed is closed, so that closing never waits for a back-off.
+ */
+export class FeedLife {
+  private stopped = false;
+  private readonly wakers = new Set<() => void>();
+
+  get closed(): boolean {
+    return this.stopped;
+  }
+
+  pause(ms: number): Promise<void> {
+    if (this.stopped) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.wakers.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      timer.unref?.();
+      this.wakers.add(done);
+    });
+  }
+
+  /** A promise that resolves when the feed is closed. */
+  ended(): Promise<void> {
+    return new Promise((resolve) => (this.stopped ? resolve() : this.wakers.add(resolve)));
+  }
+
+  close(): void {
+    this.stopped = true;
+    for (const w of [...this.wakers]) w();
+    this.wakers.clear();
+  }
+}
 
 /** Back-off between reconnection attempts of a feed: 100 ms doubling up to 2 s. */
 export const backoff = (attempt: number): number => Math.min(100 * 2 ** Math.min(attempt, 5), 2000);

@@ -20,7 +20,7 @@ import type pg from 'pg';
 import { pgDriver } from './drivers.js';
 import { StoreUnavailableError } from '../core/errors.js';
 import { configId, indexName, connectionSecrets, unavailable } from './common.js';
-import { backoff, DEFAULT_FEED_INTERVAL_MS, delay, FeedSink, feedOf } from './feed.js';
+import { backoff, DEFAULT_FEED_INTERVAL_MS, FeedLife, FeedSink, feedOf } from './feed.js';
 import { SqlConfigStore } from './sql.js';
 import type { ChangeFeed, ChangeListener, Config, ConfigQuery } from './types.js';
 
@@ -179,17 +179,14 @@ $fn$`,
       });
     }
     const sink = new FeedSink(listener);
-    let closed = false;
-    let client: pg.Client | undefined;
-    let wake: (() => void) | undefined;
+    const life = new FeedLife();
     const run = async () => {
-      for (let attempt = 0; !closed; attempt++) {
+      for (let attempt = 0; !life.closed; attempt++) {
         const c = new (pgDriver().Client)({ ...this.clientConfig(), keepAlive: true, query_timeout: undefined, statement_timeout: undefined });
-        client = c;
-        const lost = new Promise<Error>((resolve) => {
+        const lost = new Promise<Error | undefined>((resolve) => {
           c.on('error', (e) => resolve(e));
           c.on('end', () => resolve(new Error('connection closed')));
-          wake = () => resolve(new Error('closed'));
+          void life.ended().then(() => resolve(undefined));
         });
         try {
           await this.ready.ensure(); // table and trigger
@@ -201,26 +198,24 @@ $fn$`,
           await c.query(`LISTEN ${q(this.channel)}`);
         } catch (e) {
           c.end().catch(() => undefined);
-          if (closed) return;
+          if (life.closed) return;
           sink.fail(unavailable(this.name, e, this.secrets()));
-          await delay(backoff(attempt));
+          await life.pause(backoff(attempt));
           continue;
         }
         attempt = 0;
         sink.change({}); // listening (first time, or again after an outage): anything may have changed meanwhile
         const why = await lost;
-        c.end().catch(() => undefined);
-        if (closed) return;
+        await c.end().catch(() => undefined);
+        if (life.closed || !why) return;
         sink.fail(why instanceof StoreUnavailableError ? why : unavailable(this.name, why, this.secrets()));
-        await delay(backoff(0));
+        await life.pause(backoff(0));
       }
     };
     const running = run();
     return feedOf(async () => {
-      closed = true;
       sink.close();
-      wake?.();
-      await client?.end().catch(() => undefined);
+      life.close();
       await running;
     });
   }

@@ -49,17 +49,15 @@ export function keyspaceEventsEnabled(flags: string): boolean {
   return flags.includes('K') && (flags.includes('A') || (flags.includes('$') && flags.includes('g')));
 }
 
-/** What a polling feed knows about one storage key: its value at the last look, and the sets read from it. */
-interface Tracked {
-  value: string | null;
-  sets: Set<string>;
-}
+
 
 export class RedisConfigStore implements ConfigStore {
   readonly type = 'redis';
   private client: Redis | undefined;
   private readonly writes = new Mutex();
   private readonly timeoutMs: number;
+  /** The storage keys reads have asked for (at most MAX_TRACKED_KEYS, oldest dropped first), with the sets read from each. */
+  private readonly known = new Map<string, Set<string>>();
   /** Polling feeds, told which storage keys a read asked for and what it found. */
   private readonly readHooks = new Set<(queries: readonly ConfigQuery[], raw: ReadonlyMap<string, string | undefined>) => void>();
 
@@ -132,6 +130,15 @@ export class RedisConfigStore implements ConfigStore {
     const values = await this.guard((c) => c.mget(...keys));
     const raw = new Map<string, string | undefined>();
     keys.forEach((k, i) => raw.set(k, values[i] ?? undefined));
+    for (const q of queries) {
+      const key = q.set === '' ? q.key : q.set;
+      let sets = this.known.get(key);
+      if (!sets) {
+        if (this.known.size >= MAX_TRACKED_KEYS) this.known.delete(this.known.keys().next().value!);
+        this.known.set(key, (sets = new Set()));
+      }
+      sets.add(q.set);
+    }
     for (const hook of this.readHooks) hook(queries, raw);
     return decodeKeyValue(queries, raw);
   }
@@ -182,54 +189,52 @@ export class RedisConfigStore implements ConfigStore {
 
   watch(listener: ChangeListener): ChangeFeed {
     const sink = new FeedSink(listener);
-    const tracked = new Map<string, Tracked>();
+    /** Each followed storage key's value at the last look (null: absent). */
+    const values = new Map<string, string | null>();
     const setsOfKey = (key: string): string[] => {
-      const t = tracked.get(key);
-      return t ? [...t.sets] : [key, ''];
+      const sets = this.known.get(key);
+      return sets ? [...sets] : [key, ''];
     };
-    const removeHook = () => this.readHooks.delete(onRead);
     const onRead = (queries: readonly ConfigQuery[], raw: ReadonlyMap<string, string | undefined>) => {
+      // A key first read now is compared, from the next look on, with the value this read found.
       for (const q of queries) {
         const key = storageKeyOf(q);
-        let t = tracked.get(key);
-        if (!t) {
-          if (tracked.size >= MAX_TRACKED_KEYS) tracked.delete(tracked.keys().next().value!);
-          // Compared from the value this read found: a change after the read is reported by the next look.
-          t = { value: raw.get(key) ?? null, sets: new Set() };
-          tracked.set(key, t);
-        }
-        t.sets.add(q.set);
+        if (!values.has(key)) values.set(key, raw.get(key) ?? null);
       }
     };
     this.readHooks.add(onRead);
+    const removeHook = () => this.readHooks.delete(onRead);
 
     let keyspace = false;
-    const poller = new Poller(this.options.feedIntervalMs ?? DEFAULT_FEED_INTERVAL_MS.redis, async () => {
-      if (keyspace || !tracked.size) return;
-      const keys = [...tracked.keys()];
+    /** One look: MGET the keys reads asked for; report the sets of those whose value moved. */
+    const look = async (): Promise<void> => {
+      if (keyspace) return;
+      const keys = [...this.known.keys()];
       const changed = new Set<string>();
       try {
         const c = await this.ready();
         if (c.status !== 'ready') throw new StoreUnavailableError(this.name, 'not connected (reconnecting)');
         for (let i = 0; i < keys.length; i += 1000) {
           const chunk = keys.slice(i, i + 1000);
-          const values = await withTimeout(c.mget(...chunk), this.timeoutMs * 2 + 500, 'redis command');
+          const now = await withTimeout(c.mget(...chunk), this.timeoutMs * 2 + 500, 'redis command');
           chunk.forEach((k, j) => {
-            const t = tracked.get(k);
-            const now = values[j] ?? null;
-            if (t && t.value !== now) {
-              t.value = now;
-              for (const s of t.sets) changed.add(s);
+            const value = now[j] ?? null;
+            if (!values.has(k)) values.set(k, value); // first look at this key: the baseline
+            else if (values.get(k) !== value) {
+              values.set(k, value);
+              for (const s of this.known.get(k) ?? []) changed.add(s);
             }
           });
         }
+        for (const k of values.keys()) if (!this.known.has(k)) values.delete(k);
       } catch (e) {
         sink.fail(unavailable(this.name, e, this.secrets()));
         return;
       }
       if (changed.size) sink.change({ sets: [...changed] });
       else sink.ok();
-    });
+    };
+    const poller = new Poller(this.options.feedIntervalMs ?? DEFAULT_FEED_INTERVAL_MS.redis, look);
 
     const sub = this.makeClient({ autoResubscribe: false, enableOfflineQueue: true, commandTimeout: undefined });
     const db = sub.options.db ?? 0;
@@ -268,9 +273,10 @@ export class RedisConfigStore implements ConfigStore {
           sub.disconnect(true); // start over on a new connection
           return;
         }
-        // Subscribed (first time, or again after an outage): anything may have changed meanwhile.
-        if (!keyspace) poller.now();
-        sink.change({});
+        // Subscribed (first time, or again after an outage), and without keyspace events a first look taken (the
+        // baseline): anything may have changed before, so say so.
+        if (!keyspace) await look();
+        if (!closed) sink.change({});
       })();
     });
     sub.connect().catch(() => undefined); // failures surface as 'close'; the client keeps reconnecting
