@@ -19,7 +19,7 @@ import type { Etcd3, IOptions, Watcher } from 'etcd3';
 import { etcdDriver } from './drivers.js';
 import { StoreUnavailableError } from '../core/errors.js';
 import { unavailable, withTimeout } from './common.js';
-import { backoff, FeedLife, FeedSink, feedOf } from './feed.js';
+import { backoff, FeedLife, FeedSink, OpenFeeds } from './feed.js';
 import { applyKeyValueWrites, decodeKeyValue, storageKeys } from './key-value.js';
 import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from './types.js';
 
@@ -37,6 +37,7 @@ export class EtcdConfigStore implements ConfigStore {
   readonly type = 'etcd';
   private client: Etcd3 | undefined;
   private readonly timeoutMs: number;
+  private readonly openFeeds = new OpenFeeds();
 
   constructor(
     readonly name: string,
@@ -186,7 +187,7 @@ export class EtcdConfigStore implements ConfigStore {
       }
     };
     const running = run();
-    return feedOf(async () => {
+    return this.openFeeds.add(async () => {
       sink.close();
       life.close();
       await running;
@@ -194,6 +195,7 @@ export class EtcdConfigStore implements ConfigStore {
   }
 
   async close(): Promise<void> {
+    await this.openFeeds.closeAll();
     const c = this.client;
     this.client = undefined;
     c?.close();

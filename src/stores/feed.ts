@@ -207,6 +207,25 @@ export function changedSets(before: ReadonlyMap<string, string>, after: Readonly
   return out;
 }
 
+/** The open feeds of a store object: closing the store closes them (no connection or timer outlives it). */
+export class OpenFeeds {
+  private readonly feeds = new Set<ChangeFeed>();
+
+  /** A feed whose `close()` runs `close` once and forgets the feed. */
+  add(close: () => Promise<void> | void): ChangeFeed {
+    const feed = feedOf(async () => {
+      this.feeds.delete(feed);
+      await close();
+    });
+    this.feeds.add(feed);
+    return feed;
+  }
+
+  async closeAll(): Promise<void> {
+    await Promise.allSettled([...this.feeds].map((f) => f.close()));
+  }
+}
+
 /** A feed made of a close function, idempotent. */
 export function feedOf(close: () => Promise<void> | void): ChangeFeed {
   let done: Promise<void> | undefined;

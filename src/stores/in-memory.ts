@@ -3,13 +3,14 @@
  * of each write directly (nothing else can write to it).
  */
 import { lookUp, splitWrites, type SetIndex } from './common.js';
-import { FeedSink, feedOf, LocalFeeds, setsOf } from './feed.js';
+import { FeedSink, LocalFeeds, OpenFeeds, setsOf } from './feed.js';
 import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from './types.js';
 
 export class InMemoryConfigStore implements ConfigStore {
   readonly type = 'in-memory';
   private readonly data: SetIndex = new Map();
   private readonly feeds = new LocalFeeds();
+  private readonly openFeeds = new OpenFeeds();
 
   constructor(readonly name = 'in-memory') {}
 
@@ -33,11 +34,13 @@ export class InMemoryConfigStore implements ConfigStore {
   watch(listener: ChangeListener): ChangeFeed {
     const sink = new FeedSink(listener);
     const remove = this.feeds.add((configs) => sink.change({ sets: setsOf(configs) }));
-    return feedOf(() => {
+    return this.openFeeds.add(() => {
       sink.close();
       remove();
     });
   }
 
-  async close(): Promise<void> {}
+  async close(): Promise<void> {
+    await this.openFeeds.closeAll();
+  }
 }

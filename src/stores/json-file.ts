@@ -29,7 +29,7 @@ import { StoreUnavailableError } from '../core/errors.js';
 import { writeFileAtomic } from './atomic-write.js';
 import { FileLock, sweepLeftovers } from './file-lock.js';
 import { indexBySet, lookUp, Mutex, pairKey, reasonOf, splitWrites, type SetIndex } from './common.js';
-import { changedSets, DEFAULT_FEED_INTERVAL_MS, FeedSink, feedOf, Poller } from './feed.js';
+import { changedSets, DEFAULT_FEED_INTERVAL_MS, FeedSink, OpenFeeds, Poller } from './feed.js';
 import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from './types.js';
 
 export interface JsonFileStoreOptions {
@@ -132,6 +132,7 @@ export class JsonFileConfigStore implements ConfigStore {
   private readonly feedIntervalMs: number;
   /** The change feeds' pollers: a write through this object makes them look at once. */
   private readonly feedPollers = new Set<Poller>();
+  private readonly openFeeds = new OpenFeeds();
 
   constructor(
     readonly name: string,
@@ -258,7 +259,7 @@ export class JsonFileConfigStore implements ConfigStore {
     look();
     poller.start();
     this.feedPollers.add(poller);
-    return feedOf(async () => {
+    return this.openFeeds.add(async () => {
       sink.close();
       this.feedPollers.delete(poller);
       watcher?.close();
@@ -269,6 +270,7 @@ export class JsonFileConfigStore implements ConfigStore {
 
   async close(): Promise<void> {
     this.closed = true;
+    await this.openFeeds.closeAll();
     this.watcher?.close();
     this.watcher = undefined;
   }

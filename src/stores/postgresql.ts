@@ -20,7 +20,7 @@ import type pg from 'pg';
 import { pgDriver } from './drivers.js';
 import { StoreUnavailableError } from '../core/errors.js';
 import { configId, indexName, connectionSecrets, unavailable } from './common.js';
-import { backoff, DEFAULT_FEED_INTERVAL_MS, FeedLife, FeedSink, feedOf } from './feed.js';
+import { backoff, DEFAULT_FEED_INTERVAL_MS, FeedLife, FeedSink } from './feed.js';
 import { SqlConfigStore } from './sql.js';
 import type { ChangeFeed, ChangeListener, Config, ConfigQuery } from './types.js';
 
@@ -213,7 +213,7 @@ $fn$`,
       }
     };
     const running = run();
-    return feedOf(async () => {
+    return this.openFeeds.add(async () => {
       sink.close();
       life.close();
       await running;

@@ -24,7 +24,7 @@ import type { Redis, RedisOptions } from 'ioredis';
 import { redisDriver } from './drivers.js';
 import { StoreUnavailableError } from '../core/errors.js';
 import { Mutex, unavailable, withTimeout, connectionSecrets } from './common.js';
-import { DEFAULT_FEED_INTERVAL_MS, FeedSink, feedOf, Poller, setsOf } from './feed.js';
+import { DEFAULT_FEED_INTERVAL_MS, FeedSink, OpenFeeds, Poller, setsOf } from './feed.js';
 import { applyKeyValueWrites, decodeKeyValue, storageKeyOf, storageKeys } from './key-value.js';
 import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from './types.js';
 
@@ -58,6 +58,7 @@ export class RedisConfigStore implements ConfigStore {
   private readonly timeoutMs: number;
   /** The storage keys reads have asked for (at most MAX_TRACKED_KEYS, oldest dropped first), with the sets read from each. */
   private readonly known = new Map<string, Set<string>>();
+  private readonly openFeeds = new OpenFeeds();
   /** Polling feeds, told which storage keys a read asked for and what it found. */
   private readonly readHooks = new Set<(queries: readonly ConfigQuery[], raw: ReadonlyMap<string, string | undefined>) => void>();
 
@@ -281,7 +282,7 @@ export class RedisConfigStore implements ConfigStore {
     });
     sub.connect().catch(() => undefined); // failures surface as 'close'; the client keeps reconnecting
     poller.start();
-    return feedOf(async () => {
+    return this.openFeeds.add(async () => {
       closed = true;
       sink.close();
       removeHook();
@@ -291,6 +292,7 @@ export class RedisConfigStore implements ConfigStore {
   }
 
   async close(): Promise<void> {
+    await this.openFeeds.closeAll();
     const c = this.client;
     this.client = undefined;
     if (!c) return;

@@ -13,7 +13,7 @@
  * quoted. Each kind supplies its driver calls.
  */
 import { answerFrom, causeOf, Lazy, splitWrites, unavailable, uniqueQueries, withTimeout } from './common.js';
-import { changedSets, FeedSink, feedOf, LocalFeeds, Poller } from './feed.js';
+import { changedSets, FeedSink, LocalFeeds, OpenFeeds, Poller } from './feed.js';
 import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from './types.js';
 
 /** Largest number of (set, key) pairs in one statement (far beyond a request's batch; keeps under bind limits). */
@@ -28,6 +28,8 @@ export abstract class SqlConfigStore implements ConfigStore {
   protected readonly ready: Lazy;
   /** The change feeds of this object, told of the writes made through it. */
   protected readonly feeds = new LocalFeeds();
+  /** Open change feeds, closed with the store. */
+  protected readonly openFeeds = new OpenFeeds();
 
   protected constructor(
     readonly name: string,
@@ -94,6 +96,7 @@ export abstract class SqlConfigStore implements ConfigStore {
   }
 
   async close(): Promise<void> {
+    await this.openFeeds.closeAll();
     this.ready.reset();
     await this.disconnect().catch(() => undefined);
   }
@@ -127,7 +130,7 @@ export abstract class SqlConfigStore implements ConfigStore {
     });
     const remove = this.feeds.add(() => poller.now());
     poller.start();
-    return feedOf(async () => {
+    return this.openFeeds.add(async () => {
       sink.close();
       remove();
       await poller.stop();

@@ -13,7 +13,7 @@ import { sqliteDriver } from './drivers.js';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { configId, indexName, unavailable } from './common.js';
-import { DEFAULT_FEED_INTERVAL_MS, FeedSink, feedOf, Poller, setsOf } from './feed.js';
+import { DEFAULT_FEED_INTERVAL_MS, FeedSink, Poller, setsOf } from './feed.js';
 import { SqlConfigStore } from './sql.js';
 import type { ChangeFeed, ChangeListener, Config, ConfigQuery } from './types.js';
 
@@ -114,7 +114,7 @@ export class SqliteConfigStore extends SqlConfigStore {
     });
     const remove = this.feeds.add((configs) => sink.change({ sets: setsOf(configs) }));
     poller.start();
-    return feedOf(async () => {
+    return this.openFeeds.add(async () => {
       sink.close();
       remove();
       await poller.stop();
