@@ -8,7 +8,7 @@
  * The pool drops broken connections and opens new ones, so the store recovers by itself when the server is back.
  *
  * Change feed, two ways:
- *   - `notify: true`: cfgu installs (when absent) a trigger on the table that calls `pg_notify` for every inserted,
+ *   - `notify: true`: the feed installs (when absent) a trigger on the table that calls `pg_notify` for every inserted,
  *     updated or deleted row (and on TRUNCATE), with the row's set as payload, on the channel `cfgu_<tableName>`; the
  *     feed LISTENs on one dedicated connection. Any client's writes are seen at commit, whatever wrote them.
  *     PostgreSQL folds identical notices of one transaction into one, so a batch costs one notice per set.
@@ -121,10 +121,12 @@ export class PostgresConfigStore extends SqlConfigStore {
         if (code !== '23505' && code !== '42P07') throw e;
       }
     }
-    if (this.options.notify) await this.installTrigger();
   }
 
-  /** The NOTIFY trigger (see the header); installed once, kept when present. */
+  /**
+   * The NOTIFY trigger (see the header); installed once, kept when present. Installed by the feed, not at connect:
+   * a role without the right to create it can still read and write; its feed reports the refusal as error().
+   */
   private async installTrigger(): Promise<void> {
     const trigger = indexName('cfgu_notify', this.table);
     const found = await this.pool!.query({
@@ -136,7 +138,7 @@ export class PostgresConfigStore extends SqlConfigStore {
     const statements = [
       // One function for every table: the channel is the trigger's argument. A set longer than a notice payload
       // can carry is sent as "*" (any set); a set is sent with an "s" in front so that "*" stays unambiguous.
-      `CREATE OR REPLACE FUNCTION cfgu_notify_change() RETURNS trigger LANGUAGE plpgsql AS $fn$
+      `CREATE FUNCTION cfgu_notify_change() RETURNS trigger LANGUAGE plpgsql AS $fn$
 BEGIN
   IF TG_LEVEL = 'STATEMENT' THEN
     PERFORM pg_notify(TG_ARGV[0], '*');
@@ -156,13 +158,16 @@ $fn$`,
       `CREATE TRIGGER ${q(indexName('cfgu_notify_truncate', this.table))} AFTER TRUNCATE ON ${q(this.table)} ` +
         `FOR EACH STATEMENT EXECUTE FUNCTION cfgu_notify_change('${channel}')`,
     ];
+    // The function is shared by every table (and role): created only when absent, since replacing it needs its owner.
+    const fn = await this.pool!.query<{ present: boolean }>(`SELECT to_regprocedure('cfgu_notify_change()') IS NOT NULL AS present`);
+    if (fn.rows[0]?.present) statements.shift();
     for (const sql of statements) {
       try {
         await this.pool!.query(sql);
       } catch (e) {
-        // Another process installing the same trigger at the same moment: theirs is as good as ours.
+        // Another process installing the same function or trigger at the same moment: theirs is as good as ours.
         const code = (e as { code?: string }).code;
-        if (code !== '42710' && code !== '23505' && code !== 'XX000') throw e;
+        if (code !== '42710' && code !== '42723' && code !== '23505') throw e;
       }
     }
   }
@@ -189,7 +194,8 @@ $fn$`,
           void life.ended().then(() => resolve(undefined));
         });
         try {
-          await this.ready.ensure(); // table and trigger
+          await this.ready.ensure(); // the table
+          await this.guard('install the notify trigger', () => this.installTrigger());
           await c.connect();
           c.on('notification', (m) => {
             const p = m.payload ?? '*';

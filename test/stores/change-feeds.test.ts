@@ -343,6 +343,30 @@ describe('postgresql change feed', () => {
   });
 });
 
+describe('postgresql notify: true, two roles each owning its table', () => {
+  test('the second role installs its trigger with the function the first one created; each feed hears its own table only', async (t) => {
+    const server = await startPrivate(t, 'postgresql');
+    if (!server) return;
+    await psql(server.port, 'postgres', `CREATE ROLE alice LOGIN; CREATE ROLE bob LOGIN; GRANT CREATE ON SCHEMA public TO alice, bob`);
+    const base = { host: server.host, port: server.port, database: 'postgres', notify: true, feedIntervalMs: 50 };
+    const alice = await open(t, 'postgresql', { ...base, username: 'alice', tableName: 'alice_config' }, 'pg-alice');
+    const a = await watching(t, alice); // creates the shared function, owned by alice
+    const bob = await open(t, 'postgresql', { ...base, username: 'bob', tableName: 'bob_config' }, 'pg-bob');
+    const b = await watching(t, bob);
+    assert.ok(!b.rec.events.some(isError), 'bob\'s feed came up without an error');
+    const write = (table: string, set: string, value: string) => psql(server.port, 'postgres', pgUpsert(table, set, 'K', value));
+    await firstNotice([a.rec], "bob's write, then alice's", async () => {
+      await write('bob_config', 'b', '1');
+      await write('alice_config', 'a', '1');
+    }, ['a']);
+    await b.rec.next("bob's first write", (e) => 'change' in e && e.change.sets?.[0] === 'b');
+    await firstNotice([b.rec], "alice's write, then bob's", async () => {
+      await write('alice_config', 'a', '2');
+      await write('bob_config', 'b', '2');
+    }, ['b']);
+  });
+});
+
 /** Stop the server: every recorder gets error(); start it: each gets change({}) after its error. */
 async function outage(server: PrivateServer, recs: Recorder[]): Promise<void> {
   const marks = recs.map((r) => r.events.length);
