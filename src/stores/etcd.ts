@@ -10,8 +10,8 @@
  * The client's circuit breaker and retries reconnect by themselves when etcd is back (within about 5 s).
  *
  * Change feed: etcd's own watch over the whole key space (the layout has no prefix), on the client's shared watch
- * stream. Each put or delete reports the set named like the key and the root set; a key that is not cfgu's gives a
- * spurious notice. After a lost connection the watch is resumed from the last revision it saw, so events in between
+ * stream. Each put or delete of a storage key this store object has been asked for (or is being asked for) reports
+ * the sets it was read for; other keys are dropped here (they cannot have changed an answer). After a lost connection the watch is resumed from the last revision it saw, so events in between
  * are replayed (and `change({})` is sent as well); when that revision was compacted away, a new watch starts from the
  * present.
  */
@@ -20,7 +20,7 @@ import { etcdDriver } from './drivers.js';
 import { StoreUnavailableError } from '../core/errors.js';
 import { unavailable, withTimeout } from './common.js';
 import { backoff, FeedLife, FeedSink, OpenFeeds } from './feed.js';
-import { applyKeyValueWrites, decodeKeyValue, storageKeys } from './key-value.js';
+import { applyKeyValueWrites, decodeKeyValue, ReadKeys, storageKeys } from './key-value.js';
 import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from './types.js';
 
 export interface EtcdStoreOptions {
@@ -38,6 +38,8 @@ export class EtcdConfigStore implements ConfigStore {
   private client: Etcd3 | undefined;
   private readonly timeoutMs: number;
   private readonly openFeeds = new OpenFeeds();
+  /** The storage keys reads have asked for: what the change feeds report. */
+  private readonly read = new ReadKeys();
 
   constructor(
     readonly name: string,
@@ -97,7 +99,7 @@ export class EtcdConfigStore implements ConfigStore {
   async get(queries: readonly ConfigQuery[]): Promise<Config[]> {
     if (!queries.length) return [];
     const keys = storageKeys(queries);
-    const found = await this.guard((c) => this.readKeys(c, keys));
+    const found = await this.read.around(queries, () => this.guard((c) => this.readKeys(c, keys)));
     const raw = new Map<string, string | undefined>();
     for (const k of keys) raw.set(k, found.get(k)?.value);
     return decodeKeyValue(queries, raw);
@@ -152,7 +154,8 @@ export class EtcdConfigStore implements ConfigStore {
     const life = new FeedLife();
     const onKey = (kv: { key: Buffer }) => {
       const key = kv.key.toString();
-      sink.change({ sets: key === '' ? [''] : [key, ''] });
+      // A key no read of this store asked for cannot have changed an answer it gave: not reported.
+      if (this.read.has(key)) sink.change({ sets: this.read.setsOf(key) });
     };
     const run = async () => {
       for (let attempt = 0; !life.closed; attempt++) {

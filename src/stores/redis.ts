@@ -12,20 +12,21 @@
  * Change feed (one extra connection per feed, in subscriber mode):
  *   - when the server has keyspace notifications enabled (`CONFIG GET notify-keyspace-events` shows `K` with `A`,
  *     or `K` with `$` and `g`; checked on every (re)connection, never changed by cfgu), the feed subscribes to the
- *     keyspace channel of its database and reports the set of every key written, by anyone;
+ *     keyspace channel of its database and reports every write, by anyone, to a storage key this store object has
+ *     been asked for (or is being asked for);
  *   - otherwise it subscribes to the channel `cfgu:changes:<db>`, on which every write through cfgu publishes the
  *     sets it wrote (inside the write's MULTI), and every `feedIntervalMs` (default 1000) it reads, with one MGET,
  *     the storage keys this store object has been asked for, and reports those whose value moved. Writes by other
  *     programs to keys that this store object never read cannot matter to what it answered, and are not reported.
- * The storage layout has no prefix: with keyspace notifications, a write to any key of the database gives a notice
- * (of the set named like the key, and of the root set), spurious when the key is not cfgu's.
+ * Either way, a key is reported with the sets it was read for. The server still sends the feed an event for every
+ * key written in the database (the layout has no prefix); those of keys never read are dropped here.
  */
 import type { Redis, RedisOptions } from 'ioredis';
 import { redisDriver } from './drivers.js';
 import { StoreUnavailableError } from '../core/errors.js';
 import { Mutex, unavailable, withTimeout, connectionSecrets } from './common.js';
 import { DEFAULT_FEED_INTERVAL_MS, FeedSink, OpenFeeds, Poller, setsOf } from './feed.js';
-import { applyKeyValueWrites, decodeKeyValue, storageKeyOf, storageKeys } from './key-value.js';
+import { applyKeyValueWrites, decodeKeyValue, ReadKeys, storageKeyOf, storageKeys } from './key-value.js';
 import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from './types.js';
 
 export interface RedisStoreOptions {
@@ -41,8 +42,6 @@ export interface RedisStoreOptions {
 }
 
 const MAX_WRITE_ATTEMPTS = 20;
-/** At most this many storage keys are followed by a polling feed (older ones are dropped first). */
-const MAX_TRACKED_KEYS = 100_000;
 
 /** True when `notify-keyspace-events` flags deliver keyspace events for string writes and deletions. */
 export function keyspaceEventsEnabled(flags: string): boolean {
@@ -56,8 +55,8 @@ export class RedisConfigStore implements ConfigStore {
   private client: Redis | undefined;
   private readonly writes = new Mutex();
   private readonly timeoutMs: number;
-  /** The storage keys reads have asked for (at most MAX_TRACKED_KEYS, oldest dropped first), with the sets read from each. */
-  private readonly known = new Map<string, Set<string>>();
+  /** The storage keys reads have asked for: what the change feeds follow. */
+  private readonly read = new ReadKeys();
   private readonly openFeeds = new OpenFeeds();
   /** Polling feeds, told which storage keys a read asked for and what it found. */
   private readonly readHooks = new Set<(queries: readonly ConfigQuery[], raw: ReadonlyMap<string, string | undefined>) => void>();
@@ -128,18 +127,9 @@ export class RedisConfigStore implements ConfigStore {
   async get(queries: readonly ConfigQuery[]): Promise<Config[]> {
     if (!queries.length) return [];
     const keys = storageKeys(queries);
-    const values = await this.guard((c) => c.mget(...keys));
+    const values = await this.read.around(queries, () => this.guard((c) => c.mget(...keys)));
     const raw = new Map<string, string | undefined>();
     keys.forEach((k, i) => raw.set(k, values[i] ?? undefined));
-    for (const q of queries) {
-      const key = q.set === '' ? q.key : q.set;
-      let sets = this.known.get(key);
-      if (!sets) {
-        if (this.known.size >= MAX_TRACKED_KEYS) this.known.delete(this.known.keys().next().value!);
-        this.known.set(key, (sets = new Set()));
-      }
-      sets.add(q.set);
-    }
     for (const hook of this.readHooks) hook(queries, raw);
     return decodeKeyValue(queries, raw);
   }
@@ -192,10 +182,6 @@ export class RedisConfigStore implements ConfigStore {
     const sink = new FeedSink(listener);
     /** Each followed storage key's value at the last look (null: absent). */
     const values = new Map<string, string | null>();
-    const setsOfKey = (key: string): string[] => {
-      const sets = this.known.get(key);
-      return sets ? [...sets] : [key, ''];
-    };
     const onRead = (queries: readonly ConfigQuery[], raw: ReadonlyMap<string, string | undefined>) => {
       // A key first read now is compared, from the next look on, with the value this read found.
       for (const q of queries) {
@@ -210,7 +196,7 @@ export class RedisConfigStore implements ConfigStore {
     /** One look: MGET the keys reads asked for; report the sets of those whose value moved. */
     const look = async (): Promise<void> => {
       if (keyspace) return;
-      const keys = [...this.known.keys()];
+      const keys = this.read.keys();
       const changed = new Set<string>();
       try {
         const c = await this.ready();
@@ -223,11 +209,11 @@ export class RedisConfigStore implements ConfigStore {
             if (!values.has(k)) values.set(k, value); // first look at this key: the baseline
             else if (values.get(k) !== value) {
               values.set(k, value);
-              for (const s of this.known.get(k) ?? []) changed.add(s);
+              for (const s of this.read.setsOf(k)) changed.add(s);
             }
           });
         }
-        for (const k of values.keys()) if (!this.known.has(k)) values.delete(k);
+        for (const k of values.keys()) if (!this.read.completed(k)) values.delete(k);
       } catch (e) {
         sink.fail(unavailable(this.name, e, this.secrets()));
         return;
@@ -245,7 +231,10 @@ export class RedisConfigStore implements ConfigStore {
       if (!closed) sink.fail(new StoreUnavailableError(this.name, 'the change feed lost its connection (reconnecting)'));
     });
     sub.on('pmessage', (_pattern: string, channel: string) => {
-      if (channel.startsWith(keyspacePrefix)) sink.change({ sets: setsOfKey(channel.slice(keyspacePrefix.length)) });
+      if (!channel.startsWith(keyspacePrefix)) return;
+      const key = channel.slice(keyspacePrefix.length);
+      // A key no read of this store asked for cannot have changed an answer it gave: not reported.
+      if (this.read.has(key)) sink.change({ sets: this.read.setsOf(key) });
     });
     sub.on('message', (_channel: string, message: string) => {
       let sets: unknown;

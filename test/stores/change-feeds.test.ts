@@ -447,18 +447,18 @@ describe('redis change feed', () => {
     await firstNotice([c.rec], "cfgu's published write", () => one.set([{ set: 'svc', key: 'K', value: 'v' }]), ['svc']);
   });
 
-  test('with keyspace notifications (a private server started with them): redis-cli\'s writes reach two replicas', async (t) => {
+  test('with keyspace notifications (a private server started with them): redis-cli\'s writes reach two replicas; a key never read does not', async (t) => {
     const server = await startPrivate(t, 'redis', ['--notify-keyspace-events', 'KA']);
     if (!server) return;
     const conf = { host: server.host, port: server.port, feedIntervalMs: 3_600_000 }; // no polling can help here
-    const { one, recs } = await replicas(t, 'redis', conf);
-    await one.get([{ set: 'app/prod', key: 'K' }]);
-    const mark = recs[1]!.events.length;
-    await firstNotice(recs.slice(0, 1), 'keyspace event', () => redisCli(server.port, 'SET', 'app/prod', '{"K":"v"}'), ['app/prod']);
-    // The second store never read the key: it cannot tell a set from a root key.
-    const seen = await recs[1]!.nextChange('keyspace event (a key it never read)', mark);
-    assert.equal(seen.index, mark);
-    assert.deepEqual(sorted(seen.notice), ['', 'app/prod']);
+    const { one, two, recs } = await replicas(t, 'redis', conf);
+    await one.get([{ set: 'app/prod', key: 'K' }, { set: '', key: 'ROOT' }]);
+    await two.get([{ set: 'app/prod', key: 'K' }]);
+    await firstNotice(recs, 'keyspace event', async () => {
+      await redisCli(server.port, 'SET', 'unrelated', 'x'); // never read: not reported
+      await redisCli(server.port, 'SET', 'app/prod', '{"K":"v"}');
+    }, ['app/prod']);
+    await firstNotice(recs.slice(0, 1), 'a root key deleted', () => redisCli(server.port, 'DEL', 'ROOT').then(() => redisCli(server.port, 'SET', 'ROOT', 'r')), ['']);
   });
 
   test('a private server stopped and restarted during a watch: error(), then change({}), then writes are seen again', async (t) => {
@@ -476,12 +476,16 @@ describe('redis change feed', () => {
 // ------------------------------------------------------------------------------------------------ etcd
 
 describe('etcd change feed (native watch)', () => {
-  test('etcdctl\'s put reaches two replicas; a stop and restart gives error(), change({}), and puts are seen again', async (t) => {
+  test('etcdctl\'s put reaches two replicas, a key never read does not; a stop and restart gives error(), change({}), and puts are seen again', async (t) => {
     const server = await startPrivate(t, 'etcd');
     if (!server) return;
-    const { recs } = await replicas(t, 'etcd', { hosts: server.url, timeout: 1000 });
-    // The key names a set, or a root key.
-    await firstNotice(recs, "etcdctl's put", () => etcdPut(server.url, 'app/prod', '{"K":"v"}'), ['', 'app/prod']);
+    const { one, two, recs } = await replicas(t, 'etcd', { hosts: server.url, timeout: 1000 });
+    await one.get([{ set: 'app/prod', key: 'K' }, { set: 'back', key: 'K' }]);
+    await two.get([{ set: 'app/prod', key: 'K' }, { set: 'back', key: 'K' }]);
+    await firstNotice(recs, "etcdctl's put", async () => {
+      await etcdPut(server.url, 'unrelated', 'x'); // never read: not reported
+      await etcdPut(server.url, 'app/prod', '{"K":"v"}');
+    }, ['app/prod']);
     await outage(server, recs);
     await etcdPut(server.url, 'back', '{"K":"v"}');
     for (const rec of recs) await rec.next('a put after the restart', (e) => 'change' in e && !!e.change.sets?.includes('back'));
