@@ -9,7 +9,7 @@ import { CfguError, StoreUnavailableError, UnknownStoreError } from '../core/err
 import { BackupDatabase } from '../stores/backup.js';
 import { reasonOf } from '../stores/common.js';
 import { createStore } from '../stores/index.js';
-import type { Config, ConfigQuery, ConfigStore, ResolvedStore } from '../stores/types.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore, ResolvedStore } from '../stores/types.js';
 import type { LoadedConfiguration, StoreDefinition, StoreRegistry } from './types.js';
 
 /** pino-compatible subset. */
@@ -51,12 +51,16 @@ class Resolved implements ResolvedStore {
   /** The store has answered at least once (init or a request) since start-up. */
   answered = false;
   problem: string | undefined;
+  /** The store's change feed, present only when its kind has one. */
+  readonly watch?: (listener: ChangeListener) => ChangeFeed;
   constructor(
     readonly name: string,
     readonly type: string,
     readonly store: ConfigStore,
     readonly backup: BackupDatabase | undefined,
-  ) {}
+  ) {
+    if (store.watch) this.watch = (listener) => store.watch!(listener);
+  }
 
   private unavailable(e: unknown): CfguError {
     const err = e instanceof CfguError ? e : new StoreUnavailableError(this.name, reasonOf(e));

@@ -24,7 +24,7 @@ import { StoreUnavailableError } from '../core/errors.js';
 import { writeFileAtomic } from './atomic-write.js';
 import { FileLock, sweepLeftovers } from './file-lock.js';
 import { indexBySet, lookUp, Mutex, pairKey, reasonOf, splitWrites, type SetIndex } from './common.js';
-import type { Config, ConfigQuery, ConfigStore } from './types.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from './types.js';
 
 export interface JsonFileStoreOptions {
   /** Absolute path of the file. */
@@ -163,6 +163,46 @@ export class JsonFileConfigStore implements ConfigStore {
     this.closed = true;
     this.watcher?.close();
     this.watcher = undefined;
+  }
+
+  /**
+   * Change feed: file-system events on the file's folder (editors replace the file by rename), and a stat of the
+   * file every `recheckMs` as a safety net; either reports `change({})` when the file's fingerprint moved.
+   */
+  watch(listener: ChangeListener): ChangeFeed {
+    const base = basename(this.path);
+    const look = (): string => {
+      try {
+        const st = statSync(this.path, { bigint: true, throwIfNoEntry: false });
+        return st === undefined ? 'missing' : `${st.ino}:${st.size}:${st.mtimeNs}:${st.mode}`;
+      } catch (e) {
+        return `error:${(e as NodeJS.ErrnoException).code ?? ''}`;
+      }
+    };
+    let seen = look();
+    const check = () => {
+      const now = look();
+      if (now === seen) return;
+      seen = now;
+      listener.change({});
+    };
+    let folder: FSWatcher | undefined;
+    try {
+      folder = watch(dirname(this.path), { persistent: false }, (_event, filename) => {
+        if (filename === null || filename === undefined || String(filename) === base) check();
+      });
+      folder.on('error', () => folder?.close());
+    } catch {
+      folder = undefined; // the periodic check still runs
+    }
+    const timer = setInterval(check, this.recheckMs);
+    timer.unref();
+    return {
+      close: async () => {
+        clearInterval(timer);
+        folder?.close();
+      },
+    };
   }
 
   // -------------------------------------------------------------------------------------------------------------
