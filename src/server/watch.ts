@@ -11,12 +11,11 @@
  */
 import { createHash } from 'node:crypto';
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
-import { exportPipeline } from '../core/index.js';
+import { Debouncer, exportPipeline, noticeConcerns, setsRead } from '../core/index.js';
 import { StoreUnavailableError } from '../core/errors.js';
-import { parseSet } from '../core/names.js';
 import type { EvalCommandInput } from '../core/types.js';
 import { requestContext, type ExpressionEvaluator } from '../expressions/types.js';
-import type { ChangeFeed, ChangeListener, ChangeNotice, StoreResolver } from '../stores/types.js';
+import type { ChangeFeed, ChangeListener, StoreResolver } from '../stores/types.js';
 import type { Lifecycle } from './lifecycle.js';
 import { httpProblem, PROBLEM_CONTENT_TYPE, toProblem } from './problem.js';
 import type { ServerSettings } from './settings.js';
@@ -95,10 +94,8 @@ class Pipeline {
   readonly streams = new Set<Stream>();
   readonly polls = new Set<Poll>();
   /** Store name -> the sets of it this pipeline reads (each command's set and its ancestors). */
-  readonly reads = new Map<string, Set<string>>();
-  private timer: NodeJS.Timeout | undefined;
-  private running = false;
-  private again = false;
+  readonly reads: Map<string, Set<string>>;
+  readonly debouncer: Debouncer;
 
   constructor(
     readonly hub: WatchHub,
@@ -106,52 +103,16 @@ class Pipeline {
     readonly commands: EvalCommandInput[],
     readonly client: string,
   ) {
-    for (const c of commands) {
-      let name: string;
-      try {
-        name = hub.registry.resolve(c.store).name;
-      } catch {
-        continue; // an unknown store: the first evaluation fails and the pipeline is never watched
-      }
-      const parsed = parseSet(c.set ?? '');
-      if ('problem' in parsed) continue;
-      let sets = this.reads.get(name);
-      if (!sets) this.reads.set(name, (sets = new Set()));
-      for (const s of parsed.hierarchy) sets.add(s);
-    }
-    this.first = this.evaluate();
+    this.reads = setsRead(commands, hub.registry);
+    this.debouncer = new Debouncer(() => this.evaluate(), hub.settings.watch.debounceMs);
+    this.first = this.debouncer.run();
   }
 
   get watchers(): number {
     return this.streams.size + this.polls.size;
   }
 
-  get pending(): boolean {
-    return this.timer !== undefined || this.running;
-  }
-
-  affectedBy(store: string, notice: ChangeNotice): boolean {
-    const sets = this.reads.get(store);
-    if (!sets) return false;
-    if (notice.sets === undefined) return true;
-    return notice.sets.some((s) => sets.has(s));
-  }
-
-  schedule(): void {
-    if (this.running) {
-      this.again = true;
-      return;
-    }
-    if (this.timer) return;
-    this.timer = setTimeout(() => {
-      this.timer = undefined;
-      void this.evaluate();
-    }, this.hub.settings.watch.debounceMs);
-  }
-
   private async evaluate(): Promise<void> {
-    this.running = true;
-    this.again = false;
     this.hub.stats.evaluations++;
     let state: State;
     try {
@@ -165,10 +126,7 @@ class Pipeline {
     } catch (e) {
       state = this.hub.problemState(e, 'watched pipeline evaluation failed');
     }
-    this.running = false;
-    if (this.hub.closed) return;
-    this.publish(state);
-    if (this.again) this.schedule();
+    if (!this.hub.closed) this.publish(state);
   }
 
   /** Make `state` current and tell every watcher that has not seen it yet. */
@@ -202,8 +160,7 @@ class Pipeline {
   }
 
   stop(): void {
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = undefined;
+    this.debouncer.stop();
   }
 }
 
@@ -250,7 +207,7 @@ export class WatchHub {
 
   /** A pipeline is waiting for its debounce or being evaluated (tests: nothing pending after an unrelated change). */
   get pending(): boolean {
-    for (const p of this.pipelines.values()) if (p.pending) return true;
+    for (const p of this.pipelines.values()) if (p.debouncer.pending) return true;
     return false;
   }
 
@@ -358,7 +315,7 @@ export class WatchHub {
     const listener: ChangeListener = {
       change: (notice) => {
         this.stats.notices++;
-        for (const p of pipelines) if (p.affectedBy(name, notice)) p.schedule();
+        for (const p of pipelines) if (noticeConcerns(p.reads.get(name), notice)) p.debouncer.schedule();
       },
       error: (error) => {
         const state = this.problemState(new StoreUnavailableError(name, error?.message ?? String(error)), 'store change feed failed');
