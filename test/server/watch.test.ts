@@ -256,6 +256,26 @@ describe('SSE: Accept: text/event-stream', () => {
     }
   });
 
+  test('a value that now fails its rule: an error event with the 422 body, a held long poll gets that 422, then the answer', async () => {
+    const w = await world();
+    const strict = [{ set: 'prod', schema: { keys: { GREETING: { required: true, enum: ['hello', 'hi'] } } } }];
+    await w.mem.set([{ set: 'prod', key: 'GREETING', value: 'hello' }]);
+    const s = await stream(w.base, strict);
+    await waitFor('the first event', () => dataOf(s).length === 1);
+    const held = postJson(`${w.base}/export`, strict, { 'if-none-match': String(dataOf(s)[0]!.id), prefer: 'wait=120' }, { timeoutMs: 150_000 });
+    await waitFor('the long poll is held', () => w.app.cfgu.watch.watchers === 2);
+    await w.mem.set([{ set: 'prod', key: 'GREETING', value: 'bonjour' }]);
+    await waitFor('the error event', () => s.events.some((e) => e.event === 'error'));
+    const plain = await postJson(`${w.base}/export`, strict);
+    const expected = isProblem(plain, 422);
+    assert.equal(expected.errors[0].rule, 'enum');
+    assert.deepEqual(JSON.parse(s.events.find((e) => e.event === 'error')!.data), expected);
+    assert.deepEqual(isProblem(await held, 422), expected);
+    await w.mem.set([{ set: 'prod', key: 'GREETING', value: 'hi' }]);
+    await waitFor('the new answer', () => dataOf(s).length === 2);
+    assert.equal(dataOf(s)[1]!.data, '{"GREETING":"hi"}');
+  });
+
   test('Last-Event-ID equal to the current tag skips the first event; a stale one does not', async () => {
     const w = await world();
     await w.mem.set([{ set: '', key: 'GREETING', value: 'a' }]);
@@ -268,6 +288,16 @@ describe('SSE: Accept: text/event-stream', () => {
     await w.mem.set([{ set: '', key: 'GREETING', value: 'b' }]);
     await waitFor('both see the change', () => dataOf(resumed).length === 1 && dataOf(fresh).length === 2);
     assert.equal(dataOf(resumed)[0]!.data, '{"GREETING":"b"}');
+  });
+
+  test('a stream outlives the request timeout (which bounds receiving the request, not the answer)', async () => {
+    const w = await world({ http: { headersTimeoutMs: 100, requestTimeoutMs: 200 }, watch: { heartbeatMs: 50 } });
+    const s = await stream(w.base, pipeline());
+    // Twenty heartbeats take at least a second: five request timeouts.
+    await waitFor('twenty heartbeats', () => s.comments.filter((c) => c === 'heartbeat').length >= 20);
+    await w.mem.set([{ set: 'prod', key: 'GREETING', value: 'late' }]);
+    await waitFor('the change event', () => dataOf(s).length === 2);
+    assert.equal(w.app.cfgu.watch.watchers, 1);
   });
 
   test('a request that is not a valid pipeline is an ordinary problem, not a stream', async () => {
