@@ -7,7 +7,8 @@
  *   parsing    (JSON only, body limit)               -> 415, 400, 413
  *   preValidation (command / key limits)             -> 413
  *   validation (compiled JSON schema)                -> 400
- *   handler    (engine: exportPipeline)              -> 200, 400, 422, 503, 500
+ *   handler    (engine: exportPipeline)              -> 200 (with ETag), 304, 400, 422, 503, 500
+ *              watch requests (SSE, long polls)       -> watch.ts (503 beyond the watcher limit)
  */
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';

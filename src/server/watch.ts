@@ -74,6 +74,9 @@ type State =
 /** What a watcher last received: the answer's ETag, or the text of the error event. */
 const markOf = (s: State): string => (s.kind === 'answer' ? s.etag : `problem:${s.text}`);
 
+/** The SSE event of a state: the answer with its tag as `id:`, or an `error` event with the problem body. */
+const frameOf = (s: State): string => (s.kind === 'answer' ? `id: ${s.etag}\ndata: ${s.body}\n\n` : `event: error\ndata: ${s.text}\n\n`);
+
 interface Stream {
   pipeline: Pipeline;
   res: FastifyReply['raw'];
@@ -132,26 +135,21 @@ class Pipeline {
   /** Make `state` current and tell every watcher that has not seen it yet. */
   publish(state: State): void {
     this.state = state;
-    const mark = markOf(state);
-    if (this.streams.size) {
-      const frame = state.kind === 'answer' ? `id: ${state.etag}\ndata: ${state.body}\n\n` : `event: error\ndata: ${state.text}\n\n`;
-      for (const s of this.streams) {
-        if (s.last === mark) continue;
-        s.last = mark;
-        this.hub.write(s, frame);
-      }
-    }
+    this.tell(state);
     for (const p of [...this.polls]) {
       if (state.kind === 'answer' && p.tag === state.etag) continue;
       p.finish(state);
     }
   }
 
-  /** The store's feed lost its source: an error event to every stream (once per distinct problem). */
-  feedError(state: State): void {
+  /**
+   * Send `state` to every stream that has not seen it last. A feed error (the store is down) goes to the streams only:
+   * it is no answer, so it does not change `state` or answer long polls.
+   */
+  tell(state: State): void {
+    if (!this.streams.size) return;
     const mark = markOf(state);
-    if (state.kind !== 'problem') return;
-    const frame = `event: error\ndata: ${state.text}\n\n`;
+    const frame = frameOf(state);
     for (const s of this.streams) {
       if (s.last === mark) continue;
       s.last = mark;
@@ -319,7 +317,7 @@ export class WatchHub {
       },
       error: (error) => {
         const state = this.problemState(new StoreUnavailableError(name, error?.message ?? String(error)), 'store change feed failed');
-        for (const p of pipelines) p.feedError(state);
+        for (const p of pipelines) p.tell(state);
       },
     };
     let feed: ChangeFeed | undefined;
@@ -358,7 +356,7 @@ export class WatchHub {
       res.write(': resumed\n\n'); // nothing changed since the client's last event
     } else {
       s.last = markOf(state);
-      res.write(state.kind === 'answer' ? `id: ${state.etag}\ndata: ${state.body}\n\n` : `event: error\ndata: ${state.text}\n\n`);
+      res.write(frameOf(state));
     }
     pipeline.streams.add(s);
     this.streams.add(s);
