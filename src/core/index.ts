@@ -15,3 +15,4 @@ export * from './errors.js';
 export * from './error-catalogue.js';
 export type * from './types.js';
 export * from './ports.js';
+export { setsRead, noticeConcerns, Debouncer } from './watch.js';

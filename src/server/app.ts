@@ -7,7 +7,8 @@
  *   parsing    (JSON only, body limit)               -> 415, 400, 413
  *   preValidation (command / key limits)             -> 413
  *   validation (compiled JSON schema)                -> 400
- *   handler    (engine: exportPipeline)              -> 200, 400, 422, 503, 500
+ *   handler    (engine: exportPipeline)              -> 200 (with ETag), 304, 400, 422, 503, 500
+ *              watch requests (SSE, long polls)       -> watch.ts (503 beyond the watcher limit)
  */
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -38,6 +39,7 @@ import {
 import type { ServerSettings } from './settings.js';
 import { docsUiOptions, finishOpenapi, openapiInfo } from './docs-ui.js';
 import { createLogger } from './logger.js';
+import { etagOf, sendAnswer, WatchHub } from './watch.js';
 
 export interface BuildServerOptions {
   /** The stores requests may name (a StoreRegistry from src/config, already built; init is the caller's job). */
@@ -57,7 +59,7 @@ export interface BuildServerOptions {
 
 declare module 'fastify' {
   interface FastifyInstance {
-    cfgu: { lifecycle: Lifecycle; settings: ServerSettings };
+    cfgu: { lifecycle: Lifecycle; settings: ServerSettings; watch: WatchHub };
   }
 }
 
@@ -85,9 +87,6 @@ function sendProblem(reply: FastifyReply, p: Problem, headers?: Record<string, s
   return reply.send(JSON.stringify(p));
 }
 
-/** A header-safe rendering of store names (names come from the operator's file, but be strict anyway). */
-const headerSafe = (names: string[]): string =>
-  names.map((n) => (/^[\x21-\x7e]+$/.test(n) && !n.includes(',') ? n : encodeURIComponent(n))).join(', ');
 
 export async function buildServer(options: BuildServerOptions): Promise<FastifyInstance> {
   const { settings, registry, evaluator } = options;
@@ -142,7 +141,9 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     },
   }) as unknown as FastifyInstance;
 
-  app.decorate('cfgu', { lifecycle, settings });
+  const watch = new WatchHub({ registry, ...(evaluator ? { evaluator } : {}), settings, lifecycle, log: app.log });
+  app.decorate('cfgu', { lifecycle, settings, watch });
+  app.addHook('onClose', () => watch.close());
   app.server.on('checkExpectation', answerExpectation);
   app.server.on('connect', answerConnect);
 
@@ -196,8 +197,8 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     await app.register(cors, {
       origin: origins.includes('*') ? '*' : origins,
       methods: ['GET', 'HEAD', 'POST'],
-      allowedHeaders: ['Content-Type', 'Authorization', 'X-Request-Id'],
-      exposedHeaders: ['X-Request-Id', 'X-Configu-Backup', 'Retry-After', 'WWW-Authenticate'],
+      allowedHeaders: ['Content-Type', 'Authorization', 'X-Request-Id', 'If-None-Match', 'Prefer', 'Last-Event-ID'],
+      exposedHeaders: ['X-Request-Id', 'X-Configu-Backup', 'Retry-After', 'WWW-Authenticate', 'ETag'],
       maxAge: 600,
     });
   }
@@ -336,12 +337,12 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     },
     handler: async (request: FastifyRequest, reply: FastifyReply) => {
       const commands = request.body as EvalCommandInput[];
-      const context = requestContext(clientIdentity(request.headers.authorization, request.ip, settings.auth.enabled));
+      const client = clientIdentity(request.headers.authorization, request.ip, settings.auth.enabled);
+      if (watch.wants(request)) return watch.serve(request, reply, commands, client);
+      const context = requestContext(client);
       const { configs, backupStores } = await exportPipeline(commands, { stores: registry, ...(evaluator ? { expressions: evaluator } : {}) }, { context, limits: settings.limits });
-      if (backupStores.length) reply.header('x-configu-backup', headerSafe(backupStores));
-      reply.header('cache-control', 'no-store');
-      reply.type('application/json; charset=utf-8');
-      return reply.send(JSON.stringify(configs));
+      const body = JSON.stringify(configs);
+      return sendAnswer(request, reply, body, etagOf(body), backupStores);
     },
   });
 

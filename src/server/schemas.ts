@@ -275,9 +275,11 @@ export const exportRouteSchema = {
   body: exportBodySchema,
   response: {
     200: {
-      description: 'The exported configuration: key -> coerced value.',
+      description:
+        'The exported configuration: key -> coerced value. With `Accept: text/event-stream`, a stream of Server-Sent Events instead: the current answer, then one event per change (`id:` = its ETag), `error` events with a problem body, `: heartbeat` comments. With `If-None-Match` and `Prefer: wait=N`, held until the answer differs from that tag (or 304 after N seconds).',
       headers: {
         ...requestIdHeader,
+        ETag: { type: 'string', description: 'A strong tag of the exact answer (equal answers, equal tags).' },
         'X-Configu-Backup': {
           type: 'string',
           description: 'Present when some stores were answered from the backup: their names, comma-separated.',
@@ -291,7 +293,12 @@ export const exportRouteSchema = {
             examples: [exportResponseExample],
           },
         },
+        'text/event-stream': { schema: { type: 'string' } },
       },
+    },
+    304: {
+      description: '`If-None-Match` names the current answer\'s tag (at once, or after the `Prefer: wait=N` of a long poll): no body.',
+      headers: { ...requestIdHeader, ETag: { type: 'string', description: 'The tag of the current answer.' } },
     },
     400: problemResponse(400),
     401: problemResponse(401),

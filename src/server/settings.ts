@@ -61,6 +61,21 @@ export interface ServerSettings {
   };
   /** Processes serving the port (node:cluster); 1 runs in-process. */
   workers: number;
+  /** Watching for changes (SSE streams and long polls on POST /export; src/server/watch.ts). */
+  watch: WatchSettings;
+}
+
+export interface WatchSettings {
+  /** Most SSE streams plus held long polls one process serves at once; beyond it, 503 with Retry-After. */
+  maxWatchers: number;
+  /** Longest `Prefer: wait=N` honoured, in seconds (a larger N is cut to this). */
+  maxWaitSeconds: number;
+  /** Interval of the SSE heartbeat comments, in ms. */
+  heartbeatMs: number;
+  /** Changes arriving within this many ms of the first are evaluated once, together. */
+  debounceMs: number;
+  /** For a store kind without a change feed, how often a watched pipeline is evaluated again, in ms. */
+  pollMs: number;
 }
 
 export const DEFAULT_SETTINGS: Readonly<ServerSettings> = Object.freeze({
@@ -81,6 +96,7 @@ export const DEFAULT_SETTINGS: Readonly<ServerSettings> = Object.freeze({
   limits: { bodyBytes: 1024 * 1024, commands: 50, keys: 10_000, ...DEFAULT_ENGINE_LIMITS },
   shutdown: { gracePeriodSeconds: 10 },
   workers: 0, // 0 = os.availableParallelism(), filled in by resolveSettings
+  watch: { maxWatchers: 10_000, maxWaitSeconds: 300, heartbeatMs: 15_000, debounceMs: 20, pollMs: 5000 },
 }) as ServerSettings;
 
 /** Flags of `cfgu serve` that map to settings (strings as typed; validated here). */
@@ -137,6 +153,11 @@ const ENV = {
   outputBytes: 'CONFIGU_LIMIT_OUTPUT_BYTES',
   grace: 'CONFIGU_SHUTDOWN_GRACE_SECONDS',
   workers: 'CONFIGU_WORKERS',
+  maxWatchers: 'CONFIGU_WATCH_MAX_WATCHERS',
+  maxWaitSeconds: 'CONFIGU_WATCH_MAX_WAIT_SECONDS',
+  heartbeatMs: 'CONFIGU_WATCH_HEARTBEAT_MS',
+  debounceMs: 'CONFIGU_WATCH_DEBOUNCE_MS',
+  pollMs: 'CONFIGU_WATCH_POLL_MS',
 } as const;
 
 /** The environment variables this module reads (documented in docs/server.md). */
@@ -170,6 +191,7 @@ const FILE_SHAPE: Record<string, Record<string, true | Record<string, true>> | t
   },
   shutdown: { gracePeriodSeconds: true },
   workers: true,
+  watch: { maxWatchers: true, maxWaitSeconds: true, heartbeatMs: true, debounceMs: true, pollMs: true },
 };
 
 function fail(source: Source, message: string): never {
@@ -392,6 +414,15 @@ export function resolveSettings(input: ResolveSettingsInput = {}): ServerSetting
   };
   const gracePeriodSeconds = read(undefined, ENV.grace, ['shutdown', 'gracePeriodSeconds'], (r, s) => toInteger(r, s, 0, 3600), d.shutdown.gracePeriodSeconds);
   const workers = read('workers', ENV.workers, ['workers'], (r, s) => toInteger(r, s, 1, 1024), availableParallelism());
+  const watchSetting = (name: keyof WatchSettings, min: number, max: number) =>
+    read(undefined, ENV[name], ['watch', name], (r, s) => toInteger(r, s, min, max), d.watch[name]);
+  const watch: WatchSettings = {
+    maxWatchers: watchSetting('maxWatchers', 0, 10_000_000),
+    maxWaitSeconds: watchSetting('maxWaitSeconds', 1, 86_400),
+    heartbeatMs: watchSetting('heartbeatMs', 10, 3_600_000),
+    debounceMs: watchSetting('debounceMs', 0, 60_000),
+    pollMs: watchSetting('pollMs', 10, 3_600_000),
+  };
 
   return {
     http: { port, host, tls: { enabled: tlsEnabled, cert, key }, allowedOrigins, trustProxy, headersTimeoutMs, requestTimeoutMs, idleTimeoutMs },
@@ -401,6 +432,7 @@ export function resolveSettings(input: ResolveSettingsInput = {}): ServerSetting
     limits: { bodyBytes, commands, keys, ...engineLimits },
     shutdown: { gracePeriodSeconds },
     workers,
+    watch,
   };
 }
 
@@ -428,5 +460,6 @@ export function settingsWith(overrides: SettingsOverrides = {}): ServerSettings 
     limits: { ...d.limits, ...o.limits },
     shutdown: { ...d.shutdown, ...o.shutdown },
     workers: o.workers ?? 1,
+    watch: { ...d.watch, ...o.watch },
   };
 }

@@ -56,6 +56,7 @@ describe('resolveSettings', () => {
       },
       shutdown: { gracePeriodSeconds: 10 },
       workers: availableParallelism(),
+      watch: { maxWatchers: 10_000, maxWaitSeconds: 300, heartbeatMs: 15_000, debounceMs: 20, pollMs: 5000 },
     });
   });
 

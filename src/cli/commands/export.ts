@@ -13,11 +13,12 @@ import { setOwn } from '../../core/names.js';
 import { writeFileAtomic } from '../../stores/atomic-write.js';
 import type { ConfigView, ExpressionJob } from '../../expressions/types.js';
 import { GLOBAL_HELP, list, parseCommandLine, rejectPositionals, removedFlag, str, type RemovedFlag } from '../args.js';
-import { EXIT_USAGE, ExitError, UsageError, flagError } from '../errors.js';
+import { EXIT_USAGE, ExitError, UsageError, errorLines, flagError } from '../errors.js';
 import { parseEvalResult } from '../eval-format.js';
 import { processIO, readInput, type CommandIO } from '../io.js';
 import { displayPath } from '../paths.js';
 import { runCommand, type Session } from '../session.js';
+import { ChildSupervisor, readDocuments, stopSignal } from '../watch.js';
 
 export const FORMATS = ['json', 'dotenv', 'yaml', 'ini', 'properties', 'tfvars', 'configmap', 'secret'] as const;
 export type Format = (typeof FORMATS)[number];
@@ -39,6 +40,12 @@ Options:
   --out FILE          write to FILE atomically (default: standard output)
   --run CMD           run CMD through the shell with the exported values added to its
                       environment; its exit code is cfgu's exit code
+  --watch             read one document after another from standard input (the output of
+                      \`cfgu eval --watch\`) and export each: rewrite --out, write a new document
+                      on standard output, or restart the --run command with the new values
+                      (only when they changed)
+  --grace SECONDS     with --watch --run: how long a restarted or stopped command may take to
+                      end after SIGTERM before it gets SIGKILL (default 10)
 
 ${GLOBAL_HELP}
 
@@ -49,6 +56,8 @@ Examples:
   cfgu eval --schema app.cfgu.json | cfgu export --format secret --name app-secrets
   cfgu eval --schema app.cfgu.json | cfgu export --template nginx.conf.tmpl --out nginx.conf
   cfgu eval --schema app.cfgu.json | cfgu export --run 'node server.js'
+  cfgu eval --watch --schema app.cfgu.json | cfgu export --watch --format dotenv --out .env
+  cfgu eval --watch --schema app.cfgu.json | cfgu export --watch --run 'node server.js'
 
 Exit codes: 0 success (with --run: the command's exit code), 1 a --filter or --template failed
 to evaluate, 2 usage error.`;
@@ -60,6 +69,8 @@ const OPTIONS = {
   template: { type: 'string' },
   out: { type: 'string' },
   run: { type: 'string' },
+  watch: { type: 'boolean' },
+  grace: { type: 'string' },
 } as const;
 
 const PICK_OMIT = /^--(pick|omit)-/;
@@ -254,6 +265,61 @@ function runWithEnv(command: string, configs: ExportedConfigs, io: CommandIO): P
   });
 }
 
+interface WatchExport {
+  render(result: EvalResult): Promise<{ configs: ExportedConfigs; output: string }>;
+  write(output: string): Promise<void>;
+  run: string | undefined;
+  graceMs: number;
+}
+
+/**
+ * `--watch`: export every document of standard input. A document that cannot be read or exported is reported and
+ * skipped. With --run, the command restarts only when the values change; cfgu ends with the exit code of the last
+ * command: when it ends by itself, when cfgu gets SIGINT/SIGTERM (the command is stopped), or after standard input
+ * ends (the command keeps running until it exits).
+ */
+async function watchExport(session: Session, input: NodeJS.ReadableStream | string, w: WatchExport): Promise<number> {
+  const signal = stopSignal();
+  const child = w.run === undefined ? undefined : new ChildSupervisor(w.run, session.io, w.graceMs);
+  let last: string | undefined;
+  let started = false;
+  const report = (e: unknown) => session.io.stderr.write(`${errorLines('export', e).join('\n')}\n`);
+  const consume = (async () => {
+    for await (const text of readDocuments(input)) {
+      try {
+        const { configs, output } = await w.render(parseEvalResult(text));
+        if (child) {
+          const env: NodeJS.ProcessEnv = { ...session.io.env };
+          for (const [k, v] of Object.entries(configs)) setOwn(env, k, textOf(v));
+          const key = JSON.stringify(configs);
+          if (key === last) continue;
+          last = key;
+          if (started) await child.stop();
+          child.start(env);
+          started = true;
+        } else {
+          if (output === last) continue;
+          last = output;
+          await w.write(output);
+        }
+      } catch (e) {
+        report(e);
+      }
+    }
+    return 'end' as const;
+  })();
+  try {
+    const first = await Promise.race([consume, signal.stopped, ...(child ? [child.ended] : [])]);
+    if (!child) return 0;
+    if (!started) return 0;
+    if (typeof first === 'number') return first; // the command ended by itself
+    if (first === 'end') return await Promise.race([child.wait(), signal.stopped.then(() => child.stop())]);
+    return await child.stop();
+  } finally {
+    signal.dispose();
+  }
+}
+
 const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGKILL: 9, SIGTERM: 15, SIGPIPE: 13 };
 const osSignal = (s: string) => SIGNALS[s];
 
@@ -287,6 +353,11 @@ export function exportCommand(argv: string[], io: CommandIO = processIO()): Prom
         throw flagError(`--name "${name}" is not a valid Kubernetes name (lower-case letters, digits, '-' and '.', at most 253 characters)`);
       }
     }
+    const watch = v.watch === true;
+    const graceText = str(v.grace);
+    if (graceText !== undefined && (!watch || run === undefined)) throw flagError('--grace is for --watch --run');
+    if (graceText !== undefined && !/^\d{1,5}(\.\d+)?$/.test(graceText)) throw flagError(`--grace "${graceText}" must be a number of seconds`);
+    const graceMs = graceText === undefined ? 10_000 : Math.round(Number(graceText) * 1000);
     let templateText: string | undefined;
     if (template !== undefined) {
       try {
@@ -300,37 +371,30 @@ export function exportCommand(argv: string[], io: CommandIO = processIO()): Prom
     // The sandbox takes a moment to start: start it while standard input arrives (the upstream eval is still running).
     if (list(v.filter).length || templateText !== undefined) session.evaluator.warm();
 
-    const text = await readInput(session.io);
-    if (text === undefined) {
-      throw new ExitError(
-        EXIT_USAGE,
-        'export reads the output of `cfgu eval` from standard input, e.g.: cfgu eval --schema app.cfgu.json | cfgu export',
-      );
-    }
-    if (text.trim() === '') throw new ExitError(EXIT_USAGE, 'standard input is empty: pipe the output of `cfgu eval` into `cfgu export`');
-    const result = parseEvalResult(text);
 
-    // Hidden keys are left out first: a filter cannot bring them back (they stay visible to filters via $.configs).
-    const visible = Object.keys(result).filter((k) => result[k]!.cfgu.hidden !== true);
-    const kept = await applyFilters(session, result, visible, list(v.filter));
-    const all = exportResult(result);
-    const configs: ExportedConfigs = {};
-    for (const k of kept) setOwn(configs, k, all[k] as JsonValue); // `__proto__` is an ordinary key
-
-    if (run !== undefined) return runWithEnv(run, configs, session.io);
-
-    let output: string;
-    if (templateText !== undefined) {
+    /** The exported values of one eval result, and their text in the chosen format or template (unless --run). */
+    const render = async (result: EvalResult): Promise<{ configs: ExportedConfigs; output: string }> => {
+      // Hidden keys are left out first: a filter cannot bring them back (they stay visible to filters via $.configs).
+      const visible = Object.keys(result).filter((k) => result[k]!.cfgu.hidden !== true);
+      const kept = await applyFilters(session, result, visible, list(v.filter));
+      const all = exportResult(result);
+      const configs: ExportedConfigs = {};
+      for (const k of kept) setOwn(configs, k, all[k] as JsonValue); // `__proto__` is an ordinary key
+      if (run !== undefined) return { configs, output: '' };
+      if (templateText === undefined) return { configs, output: formatConfigs(format, configs, name) };
       const context = { configs: Object.fromEntries(kept.map((k) => [k, viewOf(result[k]!)])) };
       try {
-        output = await session.progress('rendering the template', () => session.evaluator.renderTemplate(templateText!, context));
+        return { configs, output: await session.progress('rendering the template', () => session.evaluator.renderTemplate(templateText!, context)) };
       } catch (e) {
         if (e instanceof UsageError) throw e;
         throw new ExitError(1, `--template ${template}: ${(e as Error)?.message ?? String(e)}`);
       }
-    } else output = formatConfigs(format, configs, name);
-
-    if (out !== undefined) {
+    };
+    const write = async (output: string): Promise<void> => {
+      if (out === undefined) {
+        session.io.stdout.write(output);
+        return;
+      }
       const file = resolve(session.io.cwd, out);
       try {
         // 0600: an export usually holds secrets.
@@ -339,7 +403,25 @@ export function exportCommand(argv: string[], io: CommandIO = processIO()): Prom
         const code = (e as NodeJS.ErrnoException).code;
         throw new ExitError(1, `--out ${displayPath(file, session.io.cwd)}: cannot write${code ? ` (${code})` : ''}: ${(e as Error).message}`);
       }
-    } else session.io.stdout.write(output);
+    };
+
+    if (watch) {
+      if (session.io.stdin === null) {
+        throw new ExitError(EXIT_USAGE, 'export --watch reads the output of `cfgu eval --watch` from standard input, e.g.: cfgu eval --watch --schema app.cfgu.json | cfgu export --watch');
+      }
+      return watchExport(session, session.io.stdin, { render, write, run, graceMs });
+    }
+    const text = await readInput(session.io);
+    if (text === undefined) {
+      throw new ExitError(
+        EXIT_USAGE,
+        'export reads the output of `cfgu eval` from standard input, e.g.: cfgu eval --schema app.cfgu.json | cfgu export',
+      );
+    }
+    if (text.trim() === '') throw new ExitError(EXIT_USAGE, 'standard input is empty: pipe the output of `cfgu eval` into `cfgu export`');
+    const { configs, output } = await render(parseEvalResult(text));
+    if (run !== undefined) return runWithEnv(run, configs, session.io);
+    await write(output);
     return 0;
   }, io);
 }
