@@ -38,6 +38,7 @@ import {
 import type { ServerSettings } from './settings.js';
 import { docsUiOptions, finishOpenapi, openapiInfo } from './docs-ui.js';
 import { createLogger } from './logger.js';
+import { createObservation } from './observe.js';
 
 export interface BuildServerOptions {
   /** The stores requests may name (a StoreRegistry from src/config, already built; init is the caller's job). */
@@ -153,6 +154,8 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   // Fastify reports every parser failure as "invalid JSON". When the text is valid JSON after all, the failure was the
   // prototype-poisoning guard (`__proto__`, `constructor.prototype`): say so (only this error path pays the re-parse).
   const bodies = new BodyCache();
+  // Metrics and traces (docs/operations.md): the stores and the sandbox as the engine uses them, observed.
+  const observation = createObservation({ settings, stores: registry, evaluator, bodyCache: bodies });
   const jsonParser: typeof defaultJsonParser = (request, body, done) => {
     // JSON is UTF-8 (RFC 8259); a body declared in another charset would be misread, so it is refused.
     const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(request.headers['content-type'] ?? '')?.[1]?.toLowerCase();
@@ -202,6 +205,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     });
   }
 
+  observation.install(app);
   app.addHook('onRequest', (request, reply, done) => {
     lifecycle.requestStarted();
     reply.raw.once('close', () => lifecycle.requestEnded());
@@ -218,6 +222,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
       const open =
         path === '/live' ||
         path === '/ready' ||
+        observation.ownKey(path) ||
         (corsOn && request.method === 'OPTIONS') ||
         (docsOpen && (path === '/openapi.json' || path === '/docs' || path.startsWith('/docs/')));
       if (!open && !keyChecker.check(request.headers.authorization)) {
@@ -272,7 +277,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     return sendProblem(reply, p, headers);
   });
 
-  const known: Record<string, string[]> = settings.docs.enabled ? { ...ROUTES, ...DOCS_ROUTES } : ROUTES;
+  const known: Record<string, string[]> = { ...ROUTES, ...observation.routes, ...(settings.docs.enabled ? DOCS_ROUTES : {}) };
   app.setNotFoundHandler((request, reply) => {
     const path = pathOf(request.url);
     const allowed = known[path];
@@ -337,7 +342,10 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     handler: async (request: FastifyRequest, reply: FastifyReply) => {
       const commands = request.body as EvalCommandInput[];
       const context = requestContext(clientIdentity(request.headers.authorization, request.ip, settings.auth.enabled));
-      const { configs, backupStores } = await exportPipeline(commands, { stores: registry, ...(evaluator ? { expressions: evaluator } : {}) }, { context, limits: settings.limits });
+      const { stores, evaluator: expressions, observer } = observation;
+      const { configs, backupStores } = await observation.evaluate(request, commands, () =>
+        exportPipeline(commands, { stores, ...(expressions ? { expressions } : {}), ...(observer ? { observer } : {}) }, { context, limits: settings.limits }),
+      );
       if (backupStores.length) reply.header('x-configu-backup', headerSafe(backupStores));
       reply.header('cache-control', 'no-store');
       reply.type('application/json; charset=utf-8');
@@ -355,6 +363,8 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     if (lifecycle.ready) return reply.send({ status: 'ready' });
     return reply.code(503).send();
   });
+
+  observation.addRoutes(app);
 
   if (settings.docs.enabled) {
     let openapi: string | undefined;

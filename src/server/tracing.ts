@@ -1,0 +1,89 @@
+/**
+ * OpenTelemetry traces: off unless the operator sets an OTLP endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT` or
+ * `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`); `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none` keep them off anyway.
+ * The SDK reads the other standard variables itself (`OTEL_TRACES_SAMPLER`, `OTEL_TRACES_SAMPLER_ARG`,
+ * `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_BSP_*`, ...); `OTEL_SERVICE_NAME` names the service (default `cfgu`), and
+ * `OTEL_RESOURCE_ATTRIBUTES` adds to the resource. Spans go out in batches over OTLP/HTTP.
+ *
+ * Spans: the request (its parent is the caller's W3C `traceparent`, when given), one per command of a pipeline, one
+ * per store read and one per sandbox job. Attributes are names and counts only: never a value, an override, a key name,
+ * a header or a client address.
+ */
+import { SpanKind, SpanStatusCode, context, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
+import { BatchSpanProcessor, NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
+import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
+import type { CommandInfo, EngineObserver } from '../core/ports.js';
+import { version } from './version.js';
+
+export interface Tracing {
+  readonly tracer: Tracer;
+  /** Send what is still buffered and stop. */
+  shutdown(): Promise<void>;
+}
+
+let active: Tracing | undefined;
+
+/** Whether the environment asks for traces (see the module comment). */
+export function tracingRequested(env: NodeJS.ProcessEnv): boolean {
+  if (/^\s*true\s*$/i.test(env.OTEL_SDK_DISABLED ?? '')) return false;
+  const exporters = (env.OTEL_TRACES_EXPORTER ?? 'otlp').split(',').map((s) => s.trim().toLowerCase());
+  if (!exporters.includes('otlp')) return false;
+  return !!(env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim());
+}
+
+/** Start tracing for this process when the environment asks for it (once; later calls return the same). */
+export function startTracing(env: NodeJS.ProcessEnv = process.env): Tracing | undefined {
+  if (active || !tracingRequested(env)) return active;
+  const resource = resourceFromAttributes({ [ATTR_SERVICE_NAME]: 'cfgu', [ATTR_SERVICE_VERSION]: version })
+    .merge(detectResources({ detectors: [envDetector] }))
+    .merge(env.OTEL_SERVICE_NAME?.trim() ? resourceFromAttributes({ [ATTR_SERVICE_NAME]: env.OTEL_SERVICE_NAME.trim() }) : null);
+  const provider = new NodeTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())] });
+  // Registers the tracer, the W3C trace-context and baggage propagators and the AsyncLocalStorage context manager.
+  provider.register();
+  const tracing: Tracing = {
+    tracer: trace.getTracer('cfgu', version),
+    shutdown: async () => {
+      if (active === tracing) active = undefined;
+      await provider.shutdown().catch(() => undefined);
+    },
+  };
+  active = tracing;
+  return tracing;
+}
+
+/** The tracer of this process when tracing is on. */
+export function activeTracer(): Tracer | undefined {
+  return active?.tracer;
+}
+
+/** Run `fn` as a child span of the active context; the span ends when `fn` settles (an error marks it, by type only). */
+export async function inSpan<T>(tracer: Tracer, name: string, attributes: Record<string, string | number | boolean>, fn: (span: Span) => Promise<T>): Promise<T> {
+  const span = tracer.startSpan(name, { kind: SpanKind.INTERNAL, attributes });
+  try {
+    return await context.with(trace.setSpan(context.active(), span), () => fn(span));
+  } catch (e) {
+    markError(span, e);
+    throw e;
+  } finally {
+    span.end();
+  }
+}
+
+/** Error status with the error's class and stable code only (messages may quote what a client sent). */
+export function markError(span: Span, e: unknown): void {
+  const code = (e as { code?: unknown })?.code;
+  span.setStatus({ code: SpanStatusCode.ERROR, message: typeof code === 'string' ? code : (e as Error)?.name ?? 'error' });
+  span.setAttribute('error.type', typeof code === 'string' ? code : (e as Error)?.name ?? 'error');
+}
+
+/** The engine's observer: one span per command. */
+export function commandSpans(tracer: Tracer): EngineObserver {
+  return {
+    command: <T>(info: CommandInfo, run: () => Promise<T>) =>
+      inSpan(tracer, 'cfgu.command', { 'cfgu.command.index': info.index, 'cfgu.command.keys': info.keys, ...(info.store !== undefined ? { 'cfgu.store.name': info.store } : {}) }, () => run()),
+  };
+}
+
+export type { Context, Span, Tracer };
