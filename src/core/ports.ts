@@ -34,6 +34,32 @@ export interface ConfigStore {
   set(configs: readonly Config[]): Promise<void>;
   /** Release connections, timers and file handles. Idempotent. */
   close(): Promise<void>;
+  /**
+   * Change feed (optional): tell `listener` whenever configuration in this store may have changed, whoever wrote it
+   * (cfgu, another program, an editor). One call starts one feed; `close()` on the result stops it. A kind that cannot
+   * be notified polls cheaply. A notice may be spurious (the reader re-evaluates and compares), never missing.
+   */
+  watch?(listener: ChangeListener): ChangeFeed;
+}
+
+/** What changed: the set paths (normal form) written to, or `undefined` when it could be any set (a reconnect, a file replaced). */
+export interface ChangeNotice {
+  sets?: string[];
+}
+
+export interface ChangeListener {
+  /** Configuration under `notice.sets` (or anywhere) may have changed. */
+  change(notice: ChangeNotice): void;
+  /**
+   * The feed lost its source (the store is down or refused the watch). The feed keeps trying on its own; once back it
+   * calls `change({})` (anything may have changed meanwhile).
+   */
+  error(error: Error): void;
+}
+
+export interface ChangeFeed {
+  /** Stop watching; releases connections and timers. Idempotent. */
+  close(): Promise<void>;
 }
 
 /**
@@ -52,6 +78,8 @@ export interface ResolvedStore {
   read(queries: readonly ConfigQuery[]): Promise<{ configs: Config[]; fromBackup: boolean }>;
   /** Batched write ("" deletes). */
   write(configs: readonly Config[]): Promise<void>;
+  /** The store's change feed (ConfigStore.watch), when its kind has one. */
+  watch?(listener: ChangeListener): ChangeFeed;
 }
 
 export interface StoreResolver {
