@@ -9,11 +9,13 @@
  * (sandbox children, queue length, store availability, body cache counts) is read at scrape time, not per request.
  */
 import cluster from 'node:cluster';
-import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type metric as MetricJson } from 'prom-client';
+import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type MetricObjectWithValues, type MetricValue } from 'prom-client';
 
 /** Seconds: from well under a millisecond (a cached `/live`) to the request timeout's order. */
 const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
 const COMMAND_BUCKETS = [1, 2, 3, 5, 10, 25, 50, 100];
+type MetricJson = MetricObjectWithValues<MetricValue<string>>;
+
 const KEY_BUCKETS = [1, 5, 10, 25, 50, 100, 250, 500, 1000, 2500, 10000];
 
 /** What the scrape reads of the sandbox pool (src/expressions SandboxEvaluator, duck-typed). */
@@ -233,7 +235,7 @@ export class ServerMetrics {
 
   /** This process's metrics as JSON (what a worker sends the primary). */
   json(): Promise<MetricJson[]> {
-    return this.registry.getMetricsAsJSON() as Promise<MetricJson[]>;
+    return this.registry.getMetricsAsJSON();
   }
 
   /** The text for a scrape: this process alone, or the whole cluster when this is a cluster worker. */

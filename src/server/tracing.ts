@@ -9,10 +9,20 @@
  * per store read and one per sandbox job. Attributes are names and counts only: never a value, an override, a key name,
  * a header or a client address.
  */
-import { SpanKind, SpanStatusCode, context, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import { SpanKind, SpanStatusCode, context, propagation, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
-import { BatchSpanProcessor, NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
+import {
+  AlwaysOffSampler,
+  AlwaysOnSampler,
+  BatchSpanProcessor,
+  ParentBasedSampler,
+  TraceIdRatioBasedSampler,
+  TracerProvider,
+  type Sampler,
+} from '@opentelemetry/sdk-trace';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 import type { CommandInfo, EngineObserver } from '../core/ports.js';
 import { version } from './version.js';
@@ -33,20 +43,70 @@ export function tracingRequested(env: NodeJS.ProcessEnv): boolean {
   return !!(env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim());
 }
 
+/**
+ * The sampler named by `OTEL_TRACES_SAMPLER` (with `OTEL_TRACES_SAMPLER_ARG` for the ratio ones), as the
+ * specification lists them; default `parentbased_always_on`. An unknown name falls back to the default.
+ */
+export function samplerFromEnv(env: NodeJS.ProcessEnv): Sampler {
+  const name = (env.OTEL_TRACES_SAMPLER ?? '').trim().toLowerCase();
+  const raw = Number((env.OTEL_TRACES_SAMPLER_ARG ?? '').trim() || 1);
+  const ratio = Number.isFinite(raw) && raw >= 0 && raw <= 1 ? raw : 1;
+  switch (name) {
+    case 'always_on':
+      return new AlwaysOnSampler();
+    case 'always_off':
+      return new AlwaysOffSampler();
+    case 'traceidratio':
+      return new TraceIdRatioBasedSampler(ratio);
+    case 'parentbased_always_off':
+      return new ParentBasedSampler({ root: new AlwaysOffSampler() });
+    case 'parentbased_traceidratio':
+      return new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(ratio) });
+    default:
+      return new ParentBasedSampler({ root: new AlwaysOnSampler() });
+  }
+}
+
+/** The batch processor's `OTEL_BSP_*` settings (positive integers; others are ignored). */
+function batchOptions(env: NodeJS.ProcessEnv) {
+  const int = (name: string): number | undefined => {
+    const v = Number(env[name]);
+    return Number.isInteger(v) && v > 0 ? v : undefined;
+  };
+  const options = {
+    scheduledDelayMillis: int('OTEL_BSP_SCHEDULE_DELAY'),
+    exportTimeoutMillis: int('OTEL_BSP_EXPORT_TIMEOUT'),
+    maxQueueSize: int('OTEL_BSP_MAX_QUEUE_SIZE'),
+    maxExportBatchSize: int('OTEL_BSP_MAX_EXPORT_BATCH_SIZE'),
+  };
+  return Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
+}
+
 /** Start tracing for this process when the environment asks for it (once; later calls return the same). */
 export function startTracing(env: NodeJS.ProcessEnv = process.env): Tracing | undefined {
   if (active || !tracingRequested(env)) return active;
+  const service = env.OTEL_SERVICE_NAME?.trim();
   const resource = resourceFromAttributes({ [ATTR_SERVICE_NAME]: 'cfgu', [ATTR_SERVICE_VERSION]: version })
     .merge(detectResources({ detectors: [envDetector] }))
-    .merge(env.OTEL_SERVICE_NAME?.trim() ? resourceFromAttributes({ [ATTR_SERVICE_NAME]: env.OTEL_SERVICE_NAME.trim() }) : null);
-  const provider = new NodeTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())] });
-  // Registers the tracer, the W3C trace-context and baggage propagators and the AsyncLocalStorage context manager.
-  provider.register();
+    .merge(service ? resourceFromAttributes({ [ATTR_SERVICE_NAME]: service }) : null);
+  const provider = new TracerProvider({
+    resource,
+    sampler: samplerFromEnv(env),
+    spanProcessors: [new BatchSpanProcessor({ exporter: new OTLPTraceExporter(), ...batchOptions(env) })],
+  });
+  const contextManager = new AsyncLocalStorageContextManager().enable();
+  context.setGlobalContextManager(contextManager);
+  propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+  trace.setGlobalTracerProvider(provider);
   const tracing: Tracing = {
-    tracer: trace.getTracer('cfgu', version),
+    tracer: provider.getTracer('cfgu', version),
     shutdown: async () => {
-      if (active === tracing) active = undefined;
+      if (active !== tracing) return;
+      active = undefined;
       await provider.shutdown().catch(() => undefined);
+      trace.disable();
+      propagation.disable();
+      context.disable();
     },
   };
   active = tracing;
