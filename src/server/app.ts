@@ -185,7 +185,6 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   app.addSchema(evalCommandSchema);
   app.addSchema(problemSchema);
 
-  const requestLogs = settings.log.enabled && !!logger;
   const keyChecker = settings.auth.enabled ? createKeyChecker(settings.auth.presharedKeys) : undefined;
   const docsOpen = !settings.auth.enabled || settings.docs.public;
   const corsOn = settings.http.allowedOrigins.length > 0;
@@ -244,8 +243,11 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     done(null, payload);
   });
 
-  if (requestLogs) {
+  if (logger) {
+    // Installed whenever there is a logger: SIGUSR2 can turn the lines on and off (logger.ts); each request's logger
+    // takes the level of the moment the request arrived.
     app.addHook('onResponse', (request, reply, done) => {
+      if (!(request.log as unknown as Logger).isLevelEnabled('info')) return done();
       request.log.info(
         {
           method: request.method,

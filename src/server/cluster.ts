@@ -162,6 +162,10 @@ export async function runPrimary(settings: ServerSettings, log: Logger): Promise
 
     process.once('SIGTERM', () => stopAll('SIGTERM', 0));
     process.once('SIGINT', () => stopAll('SIGINT', 0));
+    // Request lines on/off (logger.ts): every worker switches its own.
+    process.on('SIGUSR2', () => {
+      for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGUSR2');
+    });
 
     // GET /metrics on any worker answers for all of them: the primary gathers and adds up their metrics.
     if (settings.metrics.enabled) serveClusterMetrics();

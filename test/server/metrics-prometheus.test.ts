@@ -78,7 +78,10 @@ async function exportsScrapedAfter(base: string, after: number): Promise<number>
 describe('Prometheus scrapes cfgu --workers 2', { timeout: 300_000 }, () => {
   test(`the /export counter rises by exactly ${N} across both workers, and a histogram quantile is answered`, async (t) => {
     const bin = prometheusBinary();
-    if (!bin) return requireOrSkip(t, 'prometheus', 'not installed; scripts/test-setup-prometheus.sh fetches it');
+    if (!bin) {
+      requireOrSkip(t, 'prometheus', 'not installed; scripts/test-setup-prometheus.sh fetches it');
+      return;
+    }
 
     const dir = tempDir('cfgu-prom-');
     writeJson(join(dir, 'data.json'), [{ set: '', key: 'GREETING', value: 'hello' }]);

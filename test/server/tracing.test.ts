@@ -170,8 +170,9 @@ describe('traces over OTLP/HTTP', { timeout: 300_000 }, () => {
 
     // Nothing that looks like a value, in any attribute or anywhere in what was exported.
     const exported = otlp.raw();
-    for (const [what, planted] of [...Object.entries(PLANTED), ['bearer key', API_KEY]]) {
-      assert.ok(!exported.includes(planted), `${what} leaked into the exported spans`);
+    const planted: Array<[string, string]> = [...Object.entries(PLANTED), ['bearer key', API_KEY]];
+    for (const [what, value] of planted) {
+      assert.ok(!exported.includes(value), `${what} leaked into the exported spans`);
     }
     assert.ok(exported.includes('"cfgu-under-test"'), 'OTEL_SERVICE_NAME names the service');
     assert.deepEqual([...otlp.contentTypes], ['application/json']);
