@@ -93,7 +93,10 @@ const headerSafe = (names: string[]): string =>
 export async function buildServer(options: BuildServerOptions): Promise<FastifyInstance> {
   const { settings, registry, evaluator } = options;
   const lifecycle = options.lifecycle ?? new Lifecycle();
-  const logger = options.logger === undefined ? createLogger(settings) : options.logger;
+  // A logger given with request lines off in the settings is held at `warn` (createLogger's does that itself, and
+  // SIGUSR2 can switch it).
+  const given = options.logger;
+  const logger = given === undefined ? createLogger(settings) : given && !settings.log.enabled && given.isLevelEnabled('info') ? given.child({}, { level: 'warn' }) : given;
 
   let https: { cert: Buffer; key: Buffer } | null = null;
   if (settings.http.tls.enabled) {
