@@ -6,15 +6,14 @@
 // drains, as a log collector would read them.
 //
 //   node bench/observability.mjs [--duration 5] [--rounds 3] [--connections 20]
-import { spawn } from 'node:child_process';
 import { createServer as createHttpServer } from 'node:http';
-import { createServer } from 'node:net';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual, parseArgs } from 'node:util';
 import { tenKeys, writeFixture } from './fixture.mjs';
+import { freePort, load, waitReady } from './harness.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({
@@ -27,14 +26,6 @@ const { values: args } = parseArgs({
 const duration = Number(args.duration);
 const rounds = Number(args.rounds);
 const connections = Number(args.connections);
-
-const freePort = () =>
-  new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
 
 // The OTLP/HTTP sink: answers every export and counts the spans it got (JSON export requests).
 let spansReceived = 0;
@@ -84,32 +75,10 @@ for (const v of VARIANTS) {
   servers.push({ v, child, base: `http://127.0.0.1:${port}`, logBytes: () => logBytes });
 }
 
-async function waitReady(base, ms = 180_000) {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    try {
-      if ((await fetch(`${base}/ready`)).status === 200) return;
-    } catch {
-      /* not listening yet */
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`${base}: not ready`);
-}
-
-function load(options) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [join(root, 'bench/load.mjs'), JSON.stringify(options)], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`load generator exited ${code}`))));
-  });
-}
-
 const results = new Map(); // `${variant}|${workload}` -> [rps...]
 const loads = [];
 try {
-  for (const s of servers) await waitReady(s.base);
+  for (const s of servers) await waitReady(s.base, 180_000);
   for (const s of servers) {
     for (const w of WORKLOADS) {
       const r = await fetch(s.base + w.path, { method: w.method, body: w.body ? JSON.stringify(w.body) : undefined, headers: w.body ? { 'content-type': 'application/json' } : {} });
