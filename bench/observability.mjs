@@ -5,9 +5,15 @@
 // hits all of them alike; the figure of a variant is its median over the rounds. Log lines go to a pipe this process
 // drains, as a log collector would read them.
 //
+// Besides requests per second, every run records the CPU time the variant's processes (server and sandbox child)
+// spent per request (from /proc): on a machine shared with other work, throughput follows the share of the CPU the
+// server happens to get, while CPU time per request is what the variant itself costs. For a CPU-bound server the two
+// give the same overhead when the machine is quiet.
+//
 //   node bench/observability.mjs [--duration 5] [--rounds 3] [--connections 20]
 import { createServer as createHttpServer } from 'node:http';
 import { execFileSync, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -75,10 +81,45 @@ for (const v of VARIANTS) {
   servers.push({ v, child, base: `http://127.0.0.1:${port}`, logBytes: () => logBytes });
 }
 
+/** Every pid in the tree below `pid`. */
+function tree(pid) {
+  const out = [pid];
+  for (let i = 0; i < out.length; i++) {
+    try {
+      const kids = readFileSync(`/proc/${out[i]}/task/${out[i]}/children`, 'utf8').trim();
+      if (kids) out.push(...kids.split(/\s+/).map(Number));
+    } catch {
+      /* gone */
+    }
+  }
+  return out;
+}
+const TICK_MS = 1000 / 100; // USER_HZ
+/** CPU time (user + system, ms) of a process tree, by pid. */
+function cpuOf(pid) {
+  const byPid = new Map();
+  for (const p of tree(pid)) {
+    try {
+      const fields = readFileSync(`/proc/${p}/stat`, 'utf8').split(') ')[1].split(' ');
+      byPid.set(p, (Number(fields[11]) + Number(fields[12])) * TICK_MS);
+    } catch {
+      /* gone */
+    }
+  }
+  return byPid;
+}
+const cpuSpent = (before, after) => {
+  let ms = 0;
+  for (const [p, v] of after) ms += v - (before.get(p) ?? 0);
+  return ms;
+};
+
 const results = new Map(); // `${variant}|${workload}` -> [rps...]
+const cpuPerRequest = new Map(); // `${variant}|${workload}` -> [ms...]
+const refused = new Map();
 const loads = [];
 try {
-  for (const s of servers) await waitReady(s.base, 180_000);
+  for (const s of servers) await waitReady(s.base, 600_000);
   for (const s of servers) {
     for (const w of WORKLOADS) {
       const r = await fetch(s.base + w.path, { method: w.method, body: w.body ? JSON.stringify(w.body) : undefined, headers: w.body ? { 'content-type': 'application/json' } : {} });
@@ -93,11 +134,15 @@ try {
       const order = servers.map((_, i) => servers[(i + round) % servers.length]);
       for (const s of order) {
         loads.push(loadavg()[0]);
+        const before = cpuOf(s.child.pid);
         const r = await load({ url: s.base + w.path, method: w.method, body: w.body ? JSON.stringify(w.body) : undefined, connections, duration });
-        if (r.errors || r.non2xx) throw new Error(`${s.v.name} / ${w.name}: ${r.errors} errors, ${r.non2xx} non-2xx`);
+        const cpu = cpuSpent(before, cpuOf(s.child.pid));
         const key = `${s.v.name}|${w.name}`;
+        // Under a heavy load the sandbox may answer 503 (it could not run a job within its time limit): counted apart.
+        if (r.errors || r.non2xx) refused.set(key, (refused.get(key) ?? 0) + r.errors + r.non2xx);
         results.set(key, [...(results.get(key) ?? []), r.rps]);
-        console.error(`  round ${round + 1}: ${s.v.name} / ${w.name}: ${r.rps.toFixed(0)} req/s`);
+        cpuPerRequest.set(key, [...(cpuPerRequest.get(key) ?? []), cpu / Math.max(1, r.total)]);
+        console.error(`  round ${round + 1}: ${s.v.name} / ${w.name}: ${r.rps.toFixed(0)} req/s, ${(cpu / Math.max(1, r.total)).toFixed(3)} CPU ms/request`);
       }
     }
   }
@@ -114,26 +159,35 @@ const median = (xs) => {
   return s.length % 2 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
 const rps = (variant, workload) => median(results.get(`${variant}|${workload}`));
+const cpu = (variant, workload) => median(cpuPerRequest.get(`${variant}|${workload}`));
+const pct = (x) => `${x >= 0 ? '+' : ''}${x.toFixed(1)}%`;
 const base = VARIANTS[0].name;
 const metricsOn = VARIANTS[1].name;
 const lines = [
   `cfgu observability overhead: ${new Date().toISOString()}, ${rounds} rounds x ${duration} s per variant and workload, ${connections} connections, 1 process + 1 sandbox child per variant, load average (1 min) during the run ${Math.min(...loads).toFixed(1)}-${Math.max(...loads).toFixed(1)}`,
   '',
-  `| variant | ${WORKLOADS.map((w) => `${w.name} req/s (median; rounds)`).join(' | ')} | ${WORKLOADS.map((w) => `vs base, ${w.name.split(':')[0]}`).join(' | ')} |`,
-  `|---|${WORKLOADS.map(() => '---|').join('')}${WORKLOADS.map(() => '---|').join('')}`,
+  '| variant | workload | req/s, median (rounds) | CPU ms per request, median (rounds) | CPU per request vs base | req/s vs base | refused |',
+  '|---|---|---|---|---|---|---|',
 ];
-for (const v of VARIANTS) {
-  const cells = WORKLOADS.map((w) => `${rps(v.name, w.name).toFixed(0)} (${results.get(`${v.name}|${w.name}`).map((x) => x.toFixed(0)).join(', ')})`);
-  const deltas = WORKLOADS.map((w) => {
-    const d = (100 * (rps(v.name, w.name) - rps(base, w.name))) / rps(base, w.name);
-    return `${d >= 0 ? '+' : ''}${d.toFixed(1)}%`;
-  });
-  lines.push(`| ${v.name} | ${cells.join(' | ')} | ${deltas.join(' | ')} |`);
+for (const w of WORKLOADS) {
+  for (const v of VARIANTS) {
+    const key = `${v.name}|${w.name}`;
+    lines.push(
+      `| ${v.name} | ${w.name.split(':')[0]} | ${rps(v.name, w.name).toFixed(0)} (${results.get(key).map((x) => x.toFixed(0)).join(', ')}) | ` +
+        `${cpu(v.name, w.name).toFixed(3)} (${cpuPerRequest.get(key).map((x) => x.toFixed(3)).join(', ')}) | ` +
+        `${pct((100 * (cpu(v.name, w.name) - cpu(base, w.name))) / cpu(base, w.name))} | ${pct((100 * (rps(v.name, w.name) - rps(base, w.name))) / rps(base, w.name))} | ${refused.get(key) ?? 0} |`,
+    );
+  }
 }
 const w10 = WORKLOADS[1].name;
-const tracingCost = (100 * (rps(metricsOn, w10) - rps(VARIANTS[2].name, w10))) / rps(metricsOn, w10);
-lines.push('', `Traces on W10 against metrics on alone: ${tracingCost >= 0 ? '-' : '+'}${Math.abs(tracingCost).toFixed(1)}% throughput; spans received by the OTLP sink: ${spansReceived}.`);
-lines.push(`Log bytes written: ${servers.map((s) => `${s.v.log}/${s.v.metrics ? 'm' : '-'}: ${(s.logBytes() / 1e6).toFixed(1)} MB`).join(', ')}.`);
+const tracing = VARIANTS[2].name;
+lines.push(
+  '',
+  `W10, CPU per request: metrics on ${pct((100 * (cpu(metricsOn, w10) - cpu(base, w10))) / cpu(base, w10))} against base; ` +
+    `traces on (100%) ${pct((100 * (cpu(tracing, w10) - cpu(metricsOn, w10))) / cpu(metricsOn, w10))} against metrics on alone. ` +
+    `Spans received by the OTLP sink: ${spansReceived}.`,
+  `Log bytes written: ${servers.map((s) => `${s.v.name}: ${(s.logBytes() / 1e6).toFixed(1)} MB`).join('; ')}.`,
+);
 console.log(lines.join('\n'));
 try {
   execFileSync('uptime', { stdio: 'inherit' });
