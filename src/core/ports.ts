@@ -38,6 +38,13 @@ export interface ConfigStore {
    * Change feed (optional): tell `listener` whenever configuration in this store may have changed, whoever wrote it
    * (cfgu, another program, an editor). One call starts one feed; `close()` on the result stops it. A kind that cannot
    * be notified polls cheaply. A notice may be spurious (the reader re-evaluates and compares), never missing.
+   *
+   * Start-up: a kind whose source is established asynchronously (a LISTEN, a subscription, a watch stream, a first
+   * check) calls `change({})` once it is live, so a write made between `watch()` and that moment is not lost; the
+   * json-file feed takes its first look synchronously and sends no such notice. Listeners may be called
+   * synchronously from `watch()` and from the store's own `set()`; they must not throw (a throw is ignored).
+   * Feeds never keep the process alive (unref'd timers and watchers). How each kind learns of changes, with its
+   * delay and cost: docs/stores.md, "Change feeds".
    */
   watch?(listener: ChangeListener): ChangeFeed;
 }

@@ -43,6 +43,7 @@ export interface CallOptions {
   body?: string | Buffer;
   /** PEM CA for https URLs. */
   ca?: string | Buffer;
+  /** Idle-socket limit, only where a poll retries (waitForStatus); a plain call waits as long as its test does. */
   timeoutMs?: number;
   agent?: false;
 }
@@ -59,7 +60,7 @@ export function call(url: string, options: CallOptions = {}): Promise<HttpAnswer
         headers: { connection: 'close', ...(options.headers ?? {}) },
         agent: false,
         ...(options.ca ? { ca: options.ca } : {}),
-        timeout: options.timeoutMs ?? 10_000,
+        ...(options.timeoutMs ? { timeout: options.timeoutMs } : {}),
       },
       (res) => {
         const chunks: Buffer[] = [];
