@@ -82,6 +82,14 @@ function batchOptions(env: NodeJS.ProcessEnv) {
   return Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
 }
 
+/** The traces URL: the signal's own endpoint as given, else the general one with `/v1/traces` added. */
+export function tracesUrl(env: NodeJS.ProcessEnv): string {
+  const own = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim();
+  if (own) return own;
+  const base = env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() ?? '';
+  return `${base.replace(/\/+$/, '')}/v1/traces`;
+}
+
 /** Start tracing for this process when the environment asks for it (once; later calls return the same). */
 export function startTracing(env: NodeJS.ProcessEnv = process.env): Tracing | undefined {
   if (active || !tracingRequested(env)) return active;
@@ -92,7 +100,7 @@ export function startTracing(env: NodeJS.ProcessEnv = process.env): Tracing | un
   const provider = new TracerProvider({
     resource,
     sampler: samplerFromEnv(env),
-    spanProcessors: [new BatchSpanProcessor({ exporter: new OTLPTraceExporter(), ...batchOptions(env) })],
+    spanProcessors: [new BatchSpanProcessor({ exporter: new OTLPTraceExporter({ url: tracesUrl(env) }), ...batchOptions(env) })],
   });
   const contextManager = new AsyncLocalStorageContextManager().enable();
   context.setGlobalContextManager(contextManager);

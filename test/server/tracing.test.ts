@@ -13,7 +13,7 @@ import { gunzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import { waitFor } from '../helpers/wait.js';
 import { killChildren, postJson, removeTempDirs, serveOnFreePort, tempDir, waitForStatus, writeJson } from './helpers.js';
-import { samplerFromEnv, tracingRequested } from '../../src/server/tracing.js';
+import { samplerFromEnv, tracesUrl, tracingRequested } from '../../src/server/tracing.js';
 
 const API_KEY = 'api-key-trace-0123456789';
 const PLANTED = {
@@ -187,6 +187,15 @@ describe('the switch', () => {
     assert.equal(tracingRequested({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://127.0.0.1:4318/v1/traces' }), true);
     assert.equal(tracingRequested({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318', OTEL_SDK_DISABLED: 'true' }), false);
     assert.equal(tracingRequested({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318', OTEL_TRACES_EXPORTER: 'none' }), false);
+  });
+
+  test('the traces URL: the signal endpoint as given, else the general one with /v1/traces', () => {
+    assert.equal(tracesUrl({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }), 'http://collector:4318/v1/traces');
+    assert.equal(tracesUrl({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/base/' }), 'http://collector:4318/base/v1/traces');
+    assert.equal(
+      tracesUrl({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://other:4318/custom' }),
+      'http://other:4318/custom',
+    );
   });
 
   test('OTEL_TRACES_SAMPLER names the sampler', () => {
