@@ -24,7 +24,7 @@ export const REDACT_PATHS = [
  * Lines go to stdout through an asynchronous buffered writer (pino's sonic-boom with `sync: false`): a request does
  * not wait for its line to be written, and lines written meanwhile leave together. Measured in bench/RESULTS.md
  * ("Observability overhead"). What is still buffered is flushed when the process exits, also after a fatal error;
- * only a SIGKILL can lose the last lines.
+ * only a SIGKILL can lose the last lines. When stdout does not drain, at most 16 MiB wait; later lines are dropped.
  */
 export function createLogger(settings: Pick<ServerSettings, 'log'>, bindings: Record<string, unknown> = {}): Logger {
   return pino(
@@ -36,7 +36,9 @@ export function createLogger(settings: Pick<ServerSettings, 'log'>, bindings: Re
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },
     formatters: { level: (label) => ({ level: label }) },
     },
-    pino.destination({ dest: 1, sync: false }),
+    // Bounded: when stdout stops draining (a stalled collector), lines beyond 16 MiB are dropped instead of memory
+    // growing or the event loop blocking on a write.
+    pino.destination({ dest: 1, sync: false, maxLength: 16 * 1024 * 1024 }),
   );
 }
 

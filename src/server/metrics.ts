@@ -233,6 +233,40 @@ export class ServerMetrics {
     h.observe(seconds);
   }
 
+  private readonly outcomeChildren = new Map<string, { inc(): void }>();
+
+  /** One evaluated pipeline. */
+  evaluation(outcome: string, seconds: number): void {
+    let c = this.outcomeChildren.get(outcome);
+    if (!c) {
+      c = this.evaluations.labels({ outcome });
+      this.outcomeChildren.set(outcome, c);
+    }
+    c.inc();
+    this.evaluationDuration.observe(seconds);
+  }
+
+  /** The recorder of one store's reads and writes, label sets resolved once. */
+  store(name: string): (operation: 'read' | 'write', outcome: 'ok' | 'backup' | 'error', seconds: number) => void {
+    const counters = new Map<string, { inc(): void }>();
+    const durations = {
+      read: this.storeDuration.labels({ store: name, operation: 'read' }),
+      write: this.storeDuration.labels({ store: name, operation: 'write' }),
+    };
+    const backups = this.storeBackupAnswers.labels({ store: name });
+    return (operation, outcome, seconds) => {
+      const id = `${operation} ${outcome}`;
+      let c = counters.get(id);
+      if (!c) {
+        c = this.storeOperations.labels({ store: name, operation, outcome });
+        counters.set(id, c);
+      }
+      c.inc();
+      durations[operation].observe(seconds);
+      if (outcome === 'backup') backups.inc();
+    };
+  }
+
   /** This process's metrics as JSON (what a worker sends the primary). */
   json(): Promise<MetricJson[]> {
     return this.registry.getMetricsAsJSON();

@@ -153,13 +153,11 @@ export function createObservation(input: ObservationInput): Observation {
       metrics.evaluationKeys.observe(keysOf(commands));
       return go().then(
         (v) => {
-          metrics.evaluations.inc({ outcome: 'ok' });
-          metrics.evaluationDuration.observe((now() - started) / 1000);
+          metrics.evaluation('ok', (now() - started) / 1000);
           return v;
         },
         (e: unknown) => {
-          metrics.evaluations.inc({ outcome: outcomeOf(e) });
-          metrics.evaluationDuration.observe((now() - started) / 1000);
+          metrics.evaluation(outcomeOf(e), (now() - started) / 1000);
           if (e instanceof ValidationError) for (const f of e.failures) metrics.failures.inc({ rule: f.rule });
           throw e;
         },
@@ -179,12 +177,8 @@ function observeStores(stores: StoreResolver, metrics: ServerMetrics | undefined
   const wrapped = new Map<ResolvedStore, ResolvedStore>();
   const wrap = (store: ResolvedStore): ResolvedStore => {
     const attributes = { 'cfgu.store.name': store.name, 'cfgu.store.type': store.type };
-    const finish = (operation: 'read' | 'write', outcome: string, started: number) => {
-      if (!metrics) return;
-      metrics.storeOperations.inc({ store: store.name, operation, outcome });
-      metrics.storeDuration.observe({ store: store.name, operation }, (now() - started) / 1000);
-      if (outcome === 'backup') metrics.storeBackupAnswers.inc({ store: store.name });
-    };
+    const recorder = metrics?.store(store.name);
+    const finish = (operation: 'read' | 'write', outcome: 'ok' | 'backup' | 'error', started: number) => recorder?.(operation, outcome, (now() - started) / 1000);
     const read = async (queries: readonly ConfigQuery[], span?: Span) => {
       const started = now();
       try {
