@@ -1,6 +1,7 @@
 // Pieces the benchmark drivers share: a free loopback port, the load generator run in its own process, and waiting
 // until a server reports ready.
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -37,4 +38,18 @@ export async function waitReady(base, ms = 60000) {
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error(`${base}: the server did not become ready`);
+}
+
+/** Every pid in the tree below `pid` (a server, its workers, their sandbox processes), from /proc. */
+export function tree(pid) {
+  const out = [pid];
+  for (let i = 0; i < out.length; i++) {
+    try {
+      const kids = readFileSync(`/proc/${out[i]}/task/${out[i]}/children`, 'utf8').trim();
+      if (kids) out.push(...kids.split(/\s+/).map(Number));
+    } catch {
+      /* gone */
+    }
+  }
+  return out;
 }

@@ -19,7 +19,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual, parseArgs } from 'node:util';
 import { tenKeys, writeFixture } from './fixture.mjs';
-import { freePort, load, waitReady } from './harness.mjs';
+import { freePort, load, tree, waitReady } from './harness.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({
@@ -81,19 +81,6 @@ for (const v of VARIANTS) {
   servers.push({ v, child, base: `http://127.0.0.1:${port}`, logBytes: () => logBytes });
 }
 
-/** Every pid in the tree below `pid`. */
-function tree(pid) {
-  const out = [pid];
-  for (let i = 0; i < out.length; i++) {
-    try {
-      const kids = readFileSync(`/proc/${out[i]}/task/${out[i]}/children`, 'utf8').trim();
-      if (kids) out.push(...kids.split(/\s+/).map(Number));
-    } catch {
-      /* gone */
-    }
-  }
-  return out;
-}
 const TICK_MS = 1000 / 100; // USER_HZ
 /** CPU time (user + system, ms) of a process tree, by pid. */
 function cpuOf(pid) {

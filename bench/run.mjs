@@ -10,7 +10,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual, parseArgs } from 'node:util';
 import { writeFixture, workloads, runaway } from './fixture.mjs';
-import { freePort, load, waitReady } from './harness.mjs';
+import { freePort, load, tree, waitReady } from './harness.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({
@@ -26,19 +26,6 @@ const { values: args } = parseArgs({
 const duration = Number(args.duration);
 const connections = Number(args.connections);
 
-/** Every pid in the tree below `pid` (the primary, its workers, their sandbox processes). */
-function tree(pid) {
-  const out = [pid];
-  for (let i = 0; i < out.length; i++) {
-    try {
-      const kids = readFileSync(`/proc/${out[i]}/task/${out[i]}/children`, 'utf8').trim();
-      if (kids) out.push(...kids.split(/\s+/).map(Number));
-    } catch {
-      /* gone */
-    }
-  }
-  return out;
-}
 const rssKb = (pid) => {
   try {
     return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
