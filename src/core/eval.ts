@@ -25,6 +25,7 @@ import type {
   Config,
   ConfigQuery,
   ConfigView,
+  EngineObserver,
   ExpressionEvaluator,
   ExpressionJob,
   ExpressionResult,
@@ -42,6 +43,8 @@ export interface EngineDeps {
   defaultsOnly?: boolean;
   /** Passed with every sandbox job: who the pipeline runs for and its budget account (PipelineOptions.context). */
   context?: RunContext;
+  /** Told about each command as it is evaluated (traces); never given a value. */
+  observer?: EngineObserver;
 }
 
 /**
@@ -143,7 +146,12 @@ export async function evaluatePipeline(
   let result: EvalResult | undefined = options.pipe;
   for (const command of checked) {
     const stored = await reads[command.index]!;
-    result = await evaluateChecked(command, stored, result, deps, failures, budget);
+    const piped = result;
+    result = deps.observer
+      ? await deps.observer.command({ index: command.index, store: command.store?.name, keys: command.schema.keys.length }, () =>
+          evaluateChecked(command, stored, piped, deps, failures, budget),
+        )
+      : await evaluateChecked(command, stored, result, deps, failures, budget);
     if (budget.exceeded) break;
   }
   if (failures.length) throw new ValidationError(failures);

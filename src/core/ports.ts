@@ -96,6 +96,26 @@ export interface StoreResolver {
   names(): string[];
 }
 
+// ---- Observer ------------------------------------------------------------------------------------------------------
+
+/** What an observer is told about one command of a pipeline: counts and names, never a value. */
+export interface CommandInfo {
+  /** Position of the command in the pipeline. */
+  index: number;
+  /** Declared name of the command's store (undefined without a store, e.g. defaults only). */
+  store: string | undefined;
+  /** Keys the command's schema declares. */
+  keys: number;
+}
+
+/**
+ * An optional watcher of the engine's work (the server uses it for traces). `command` wraps the evaluation of one
+ * command: it must call `run` exactly once and return (or rethrow) what `run` gives.
+ */
+export interface EngineObserver {
+  command<T>(info: CommandInfo, run: () => Promise<T>): Promise<T>;
+}
+
 // ---- Expression evaluator ------------------------------------------------------------------------------------------
 
 /**

@@ -40,6 +40,7 @@ import type { ServerSettings } from './settings.js';
 import { docsUiOptions, finishOpenapi, openapiInfo } from './docs-ui.js';
 import { createLogger } from './logger.js';
 import { etagOf, sendAnswer, WatchHub } from './watch.js';
+import { createObservation } from './observe.js';
 
 export interface BuildServerOptions {
   /** The stores requests may name (a StoreRegistry from src/config, already built; init is the caller's job). */
@@ -91,7 +92,10 @@ function sendProblem(reply: FastifyReply, p: Problem, headers?: Record<string, s
 export async function buildServer(options: BuildServerOptions): Promise<FastifyInstance> {
   const { settings, registry, evaluator } = options;
   const lifecycle = options.lifecycle ?? new Lifecycle();
-  const logger = options.logger === undefined ? createLogger(settings) : options.logger;
+  // A logger given with request lines off in the settings is held at `warn` (createLogger's does that itself, and
+  // SIGUSR2 can switch it).
+  const given = options.logger;
+  const logger = given === undefined ? createLogger(settings) : given && !settings.log.enabled && given.isLevelEnabled('info') ? given.child({}, { level: 'warn' }) : given;
 
   let https: { cert: Buffer; key: Buffer } | null = null;
   if (settings.http.tls.enabled) {
@@ -154,6 +158,8 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   // Fastify reports every parser failure as "invalid JSON". When the text is valid JSON after all, the failure was the
   // prototype-poisoning guard (`__proto__`, `constructor.prototype`): say so (only this error path pays the re-parse).
   const bodies = new BodyCache();
+  // Metrics and traces (docs/operations.md): the stores and the sandbox as the engine uses them, observed.
+  const observation = createObservation({ settings, stores: registry, evaluator, bodyCache: bodies, watchers: () => watch.watchers });
   const jsonParser: typeof defaultJsonParser = (request, body, done) => {
     // JSON is UTF-8 (RFC 8259); a body declared in another charset would be misread, so it is refused.
     const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(request.headers['content-type'] ?? '')?.[1]?.toLowerCase();
@@ -183,7 +189,6 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   app.addSchema(evalCommandSchema);
   app.addSchema(problemSchema);
 
-  const requestLogs = settings.log.enabled && !!logger;
   const keyChecker = settings.auth.enabled ? createKeyChecker(settings.auth.presharedKeys) : undefined;
   const docsOpen = !settings.auth.enabled || settings.docs.public;
   const corsOn = settings.http.allowedOrigins.length > 0;
@@ -203,6 +208,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     });
   }
 
+  observation.install(app);
   app.addHook('onRequest', (request, reply, done) => {
     lifecycle.requestStarted();
     reply.raw.once('close', () => lifecycle.requestEnded());
@@ -219,6 +225,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
       const open =
         path === '/live' ||
         path === '/ready' ||
+        observation.ownKey(path) ||
         (corsOn && request.method === 'OPTIONS') ||
         (docsOpen && (path === '/openapi.json' || path === '/docs' || path.startsWith('/docs/')));
       if (!open && !keyChecker.check(request.headers.authorization)) {
@@ -240,8 +247,11 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     done(null, payload);
   });
 
-  if (requestLogs) {
+  if (logger) {
+    // Installed whenever there is a logger: SIGUSR2 can turn the lines on and off (logger.ts); each request's logger
+    // takes the level of the moment the request arrived.
     app.addHook('onResponse', (request, reply, done) => {
+      if (!(request.log as unknown as Logger).isLevelEnabled('info')) return done();
       request.log.info(
         {
           method: request.method,
@@ -273,7 +283,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     return sendProblem(reply, p, headers);
   });
 
-  const known: Record<string, string[]> = settings.docs.enabled ? { ...ROUTES, ...DOCS_ROUTES } : ROUTES;
+  const known: Record<string, string[]> = { ...ROUTES, ...observation.routes, ...(settings.docs.enabled ? DOCS_ROUTES : {}) };
   app.setNotFoundHandler((request, reply) => {
     const path = pathOf(request.url);
     const allowed = known[path];
@@ -340,7 +350,10 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
       const client = clientIdentity(request.headers.authorization, request.ip, settings.auth.enabled);
       if (watch.wants(request)) return watch.serve(request, reply, commands, client);
       const context = requestContext(client);
-      const { configs, backupStores } = await exportPipeline(commands, { stores: registry, ...(evaluator ? { expressions: evaluator } : {}) }, { context, limits: settings.limits });
+      const { stores, evaluator: expressions, observer } = observation;
+      const { configs, backupStores } = await observation.evaluate(request, commands, () =>
+        exportPipeline(commands, { stores, ...(expressions ? { expressions } : {}), ...(observer ? { observer } : {}) }, { context, limits: settings.limits }),
+      );
       const body = JSON.stringify(configs);
       return sendAnswer(request, reply, body, etagOf(body), backupStores);
     },
@@ -356,6 +369,8 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     if (lifecycle.ready) return reply.send({ status: 'ready' });
     return reply.code(503).send();
   });
+
+  observation.addRoutes(app);
 
   if (settings.docs.enabled) {
     let openapi: string | undefined;

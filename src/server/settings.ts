@@ -42,6 +42,8 @@ export interface ServerSettings {
     presharedKeys: string[];
   };
   log: { enabled: boolean };
+  /** GET /metrics (docs/operations.md). `key`: the bearer key a scraper must present (its own, not an API key). */
+  metrics: { enabled: boolean; key: string | undefined };
   docs: {
     enabled: boolean;
     /** When auth is on, serve /docs and /openapi.json without a key. */
@@ -92,6 +94,7 @@ export const DEFAULT_SETTINGS: Readonly<ServerSettings> = Object.freeze({
   },
   auth: { enabled: false, presharedKeys: [] },
   log: { enabled: true },
+  metrics: { enabled: true, key: undefined },
   docs: { enabled: true, public: false },
   limits: { bodyBytes: 1024 * 1024, commands: 50, keys: 10_000, ...DEFAULT_ENGINE_LIMITS },
   shutdown: { gracePeriodSeconds: 10 },
@@ -140,6 +143,8 @@ const ENV = {
   authEnabled: 'CONFIGU_AUTH_ENABLED',
   presharedKeys: 'CONFIGU_AUTH_PRESHARED_KEYS',
   logEnabled: 'CONFIGU_LOG_ENABLED',
+  metricsEnabled: 'CONFIGU_METRICS_ENABLED',
+  metricsKey: 'CONFIGU_METRICS_KEY',
   docsEnabled: 'CONFIGU_DOCS_ENABLED',
   docsPublic: 'CONFIGU_DOCS_PUBLIC',
   bodyBytes: 'CONFIGU_LIMIT_BODY_BYTES',
@@ -177,6 +182,7 @@ const FILE_SHAPE: Record<string, Record<string, true | Record<string, true>> | t
   },
   auth: { enabled: true, presharedKeys: true },
   log: { enabled: true },
+  metrics: { enabled: true, key: true },
   docs: { enabled: true, public: true },
   limits: {
     bodyBytes: true,
@@ -396,6 +402,15 @@ export function resolveSettings(input: ResolveSettingsInput = {}): ServerSetting
   }
 
   const logEnabled = read(undefined, ENV.logEnabled, ['log', 'enabled'], toBoolean, true);
+  const metricsEnabled = read(undefined, ENV.metricsEnabled, ['metrics', 'enabled'], toBoolean, true);
+  const metricsKeyHit = pick(undefined, ENV.metricsKey, ['metrics', 'key']);
+  let metricsKey: string | undefined;
+  if (metricsKeyHit) {
+    metricsKey = String(metricsKeyHit[0]);
+    if (typeof metricsKeyHit[0] !== 'string' || /\s/.test(metricsKey) || metricsKey.length < 8) {
+      fail(metricsKeyHit[1], 'the metrics key must be at least 8 characters without spaces');
+    }
+  }
   const docsEnabled = read(undefined, ENV.docsEnabled, ['docs', 'enabled'], toBoolean, true);
   const docsPublic = read(undefined, ENV.docsPublic, ['docs', 'public'], toBoolean, false);
 
@@ -428,6 +443,7 @@ export function resolveSettings(input: ResolveSettingsInput = {}): ServerSetting
     http: { port, host, tls: { enabled: tlsEnabled, cert, key }, allowedOrigins, trustProxy, headersTimeoutMs, requestTimeoutMs, idleTimeoutMs },
     auth: { enabled: authEnabled, presharedKeys },
     log: { enabled: logEnabled },
+    metrics: { enabled: metricsEnabled, key: metricsKey },
     docs: { enabled: docsEnabled, public: docsPublic },
     limits: { bodyBytes, commands, keys, ...engineLimits },
     shutdown: { gracePeriodSeconds },
@@ -456,6 +472,7 @@ export function settingsWith(overrides: SettingsOverrides = {}): ServerSettings 
     },
     auth: { enabled: o.auth?.enabled ?? false, presharedKeys: o.auth?.presharedKeys ?? [] },
     log: { ...d.log, ...o.log },
+    metrics: { ...d.metrics, ...o.metrics },
     docs: { ...d.docs, ...o.docs },
     limits: { ...d.limits, ...o.limits },
     shutdown: { ...d.shutdown, ...o.shutdown },

@@ -42,6 +42,7 @@ describe('resolveSettings', () => {
       },
       auth: { enabled: false, presharedKeys: [] },
       log: { enabled: true },
+      metrics: { enabled: true, key: undefined },
       docs: { enabled: true, public: false },
       limits: {
         bodyBytes: 1048576,

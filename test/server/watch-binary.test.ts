@@ -5,7 +5,7 @@
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { killChildren, postJson, removeTempDirs, serveOnFreePort, tempDir, waitForStatus, writeJson } from './helpers.js';
+import { call, killChildren, postJson, removeTempDirs, serveOnFreePort, tempDir, waitForStatus, writeJson } from './helpers.js';
 import { openStream } from './sse-client.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -26,6 +26,8 @@ test('SIGTERM: streams end cleanly, held long polls answer 304, exit 0', async (
   await waitFor('the first event', () => stream.events.length === 1);
   const tag = stream.events[0]!.id!;
   const poll = postJson(`${base}/export`, body, { 'if-none-match': tag, prefer: 'wait=300' }, { timeoutMs: 400_000 });
+  // SIGTERM only once the server holds both (the stream and the poll): cfgu_watchers on /metrics says so.
+  await waitFor('the stream and the long poll held', async () => /^cfgu_watchers 2$/m.test((await call(`${base}/metrics`)).body) || undefined);
   p.child.kill('SIGTERM');
   await stream.ended;
   assert.ok(stream.body.endsWith('\n\n'), 'the stream ends after a whole event');
