@@ -514,9 +514,9 @@ function redactionEntries(result: EvalResult, tainted: WeakSet<EvaluatedConfig>)
 
 /** Remember the const entries whose value was computed from a hidden one (only worth it when a key is hidden). */
 function markTainted(result: EvalResult, tainted: WeakSet<EvaluatedConfig>): void {
-  const entries = redactionEntries(result, tainted);
-  if (!entries.some((e) => e.cfgu.hidden === true || e.tainted)) return;
-  for (const key of secretKeys(entries)) {
+  const keys = Object.keys(result);
+  if (!keys.some((k) => result[k]!.cfgu.hidden === true || tainted.has(result[k]!))) return;
+  for (const key of secretKeys(redactionEntries(result, tainted))) {
     const e = result[key]!;
     if (e.origin === 'const' && e.cfgu.hidden !== true) tainted.add(e);
   }

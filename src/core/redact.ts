@@ -84,32 +84,32 @@ export function constReadsHidden(template: string, known: ReadonlySet<string>, h
 }
 
 /**
- * The keys of `entries` whose value must not leave: hidden keys with a value, and `const` keys whose template reads a
- * hidden key (transitively: a const that reads a tainted const is tainted too).
+ * The keys of `entries` treated as hidden: hidden keys (and entries already known to be tainted), and `const` keys
+ * whose template reads one of them (transitively: a const that reads a tainted const is tainted too). Empty or not.
  */
-export function secretKeys(entries: readonly RedactionEntry[]): Set<string> {
-  const secret = new Set<string>();
-  const hiddenNames = new Set<string>();
-  for (const e of entries) {
-    if (e.cfgu.hidden === true || e.tainted) {
-      hiddenNames.add(e.key);
-      if (e.text !== '') secret.add(e.key);
-    }
-  }
-  const consts = entries.filter((e) => e.origin === 'const' && typeof e.cfgu.const === 'string' && !hiddenNames.has(e.key));
-  if (!consts.length || !hiddenNames.size) return secret;
+export function hiddenNames(entries: readonly RedactionEntry[]): Set<string> {
+  const hidden = new Set<string>();
+  for (const e of entries) if (e.cfgu.hidden === true || e.tainted) hidden.add(e.key);
+  if (!hidden.size) return hidden;
+  const consts = entries.filter((e) => e.origin === 'const' && typeof e.cfgu.const === 'string' && !hidden.has(e.key));
+  if (!consts.length) return hidden;
   const known = new Set(entries.map((e) => e.key));
   // Grows until nothing changes: each round either taints a const or ends, so at most one round per const.
   for (let changed = true; changed; ) {
     changed = false;
     for (const e of consts) {
-      if (hiddenNames.has(e.key) || !constReadsHidden(e.cfgu.const as string, known, hiddenNames)) continue;
-      hiddenNames.add(e.key);
-      if (e.text !== '') secret.add(e.key);
+      if (hidden.has(e.key) || !constReadsHidden(e.cfgu.const as string, known, hidden)) continue;
+      hidden.add(e.key);
       changed = true;
     }
   }
-  return secret;
+  return hidden;
+}
+
+/** The keys of `entries` whose value must not leave: those of hiddenNames that hold a value. */
+export function secretKeys(entries: readonly RedactionEntry[]): Set<string> {
+  const hidden = hiddenNames(entries);
+  return new Set(entries.filter((e) => e.text !== '' && hidden.has(e.key)).map((e) => e.key));
 }
 
 /** The texts under which a value may appear in a message (see the file's comment). */
@@ -231,17 +231,15 @@ export function redactorFor(entries: readonly RedactionEntry[]): Redactor {
  */
 export class ProgressiveRedaction {
   private readonly known: Set<string>;
-  private readonly hidden = new Set<string>();
+  private readonly hidden: Set<string>;
   private readonly secrets: Array<{ text: string; cfgu: RedactionEntry['cfgu'] }> = [];
   private redactor: Redactor | undefined;
 
+  /** `entries`: the command's values so far (consts already computed included). */
   constructor(entries: readonly RedactionEntry[]) {
     this.known = new Set(entries.map((e) => e.key));
-    for (const e of entries) {
-      if (e.cfgu.hidden !== true && !e.tainted) continue;
-      this.hidden.add(e.key);
-      if (e.text !== '') this.secrets.push({ text: e.text, cfgu: e.cfgu });
-    }
+    this.hidden = hiddenNames(entries);
+    for (const e of entries) if (e.text !== '' && this.hidden.has(e.key)) this.secrets.push({ text: e.text, cfgu: e.cfgu });
   }
 
   /** A const's value is known: a secret too when its template reads a hidden key (constReadsHidden). */

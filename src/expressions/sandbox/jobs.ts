@@ -41,14 +41,17 @@ function runJob(job: WireJob): SandboxResponse {
     configs[key] = { key, storedValue, value: coerceValue(storedValue, declaredTypeOf(cfgu)), origin, cfgu, labels: labelsOf(cfgu) };
   }
   const p = progress!;
-  // Defence in depth: hidden values are redacted from messages here already (the host does it again).
-  const redaction = new ProgressiveRedaction(
-    O.keys(configs).map((key) => ({ key, text: configs[key]!.storedValue, origin: configs[key]!.origin, cfgu: configs[key]!.cfgu })),
-  );
+  // Defence in depth: hidden values are redacted from messages here already (the host does it again). Set up at the
+  // first failure, from the values known then; the consts computed after that are checked one by one.
+  let redaction: ProgressiveRedaction | undefined;
+  const redact = (message: string): string =>
+    (redaction ??= new ProgressiveRedaction(
+      O.keys(configs).map((key) => ({ key, text: configs[key]!.storedValue, origin: configs[key]!.origin, cfgu: configs[key]!.cfgu })),
+    )).redact(message);
   for (const c of job.consts) {
     const rendered = render(c.template, contextFor(c.key, configs, job.input));
     if (rendered instanceof Failure) {
-      p.consts.push({ key: c.key, ok: false, kind: rendered.kind, message: redaction.redact(rendered.message) });
+      p.consts.push({ key: c.key, ok: false, kind: rendered.kind, message: redact(rendered.message) });
       continue;
     }
     const prior = configs[c.key];
@@ -61,14 +64,14 @@ function runJob(job: WireJob): SandboxResponse {
       cfgu,
       labels: prior?.labels ?? [],
     };
-    redaction.constComputed(c.key, c.template, rendered, cfgu);
+    redaction?.constComputed(c.key, c.template, rendered, cfgu);
     p.consts.push({ key: c.key, ok: true, value: rendered });
   }
   for (const t of job.tests) {
     const $ = contextFor(t.key, configs, job.input);
     for (let index = 0; index < t.expressions.length; index++) {
       const r = testExpression(t.expressions[index]!, $);
-      if (r instanceof Failure) p.tests.push({ key: t.key, index, ok: false, kind: r.kind, message: redaction.redact(r.message) });
+      if (r instanceof Failure) p.tests.push({ key: t.key, index, ok: false, kind: r.kind, message: redact(r.message) });
       p.testsDone++;
     }
   }
