@@ -253,19 +253,22 @@ describe('the scan: every failure kind through the server, the log captured', { 
 describe('the CLI: stderr, upsert output, export failures', { concurrency: false }, () => {
   let cwd: string;
   const SCHEMA = { keys: { PASSWORD: { hidden: true, test: 'expect($.storedValue).to.match(/^[a-z]+$/)' }, GREETING: {} } };
+  /** The run failed (exit 1) on SCHEMA's test of PASSWORD, and standard error says so, redacted. */
+  const assertMatchFailure = (command: string, r: Ran) => {
+    assert.equal(r.code, 1);
+    assert.equal(r.stdout, '');
+    assert.equal(
+      r.stderr,
+      `cfgu ${command}: 1 key failed validation:\n` +
+        `command 0, key PASSWORD, rule test: the test expect($.storedValue).to.match(/^[a-z]+$/) of key "PASSWORD" failed: expected '[hidden]' to match /^[a-z]+$/\n`,
+    );
+  };
   before(() => {
     cwd = project({ 'data.json': DATA, 'app.cfgu.json': SCHEMA, 'ok.cfgu.json': { keys: { PASSWORD: { hidden: true }, GREETING: {}, URL: { const: '{{ $.configs.PASSWORD.value }}' } } } });
   });
 
   test('cfgu eval: a failing test on a hidden key, on stderr, exactly', async () => {
-    const r = captureRun('eval failure', await cfgu(['eval', '--schema', 'app.cfgu.json'], { cwd }));
-    assert.equal(r.code, 1);
-    assert.equal(r.stdout, '');
-    assert.equal(
-      r.stderr,
-      'cfgu eval: 1 key failed validation:\n' +
-        `command 0, key PASSWORD, rule test: the test expect($.storedValue).to.match(/^[a-z]+$/) of key "PASSWORD" failed: expected '[hidden]' to match /^[a-z]+$/\n`,
-    );
+    assertMatchFailure('eval', captureRun('eval failure', await cfgu(['eval', '--schema', 'app.cfgu.json'], { cwd })));
     const debug = captureRun('eval failure --debug', await cfgu(['eval', '--schema', 'app.cfgu.json', '--debug'], { cwd }));
     assert.equal(debug.code, 1);
   });
@@ -306,14 +309,7 @@ describe('the CLI: stderr, upsert output, export failures', { concurrency: false
     const remove = captureRun('upsert delete', await cfgu(['upsert', ...schema, '--set', 'dev', '-k', 'PASSWORD'], { cwd }));
     assert.equal(remove.stdout, '1 change in store "main", set "dev":\n- PASSWORD (was [hidden])\n');
 
-    const failed = captureRun('upsert failure', await cfgu(['upsert', '--schema', 'app.cfgu.json', '--kv', `PASSWORD=${CANARY2}`], { cwd }));
-    assert.equal(failed.code, 1);
-    assert.equal(failed.stdout, '');
-    assert.equal(
-      failed.stderr,
-      'cfgu upsert: 1 key failed validation:\n' +
-        `command 0, key PASSWORD, rule test: the test expect($.storedValue).to.match(/^[a-z]+$/) of key "PASSWORD" failed: expected '[hidden]' to match /^[a-z]+$/\n`,
-    );
+    assertMatchFailure('upsert', captureRun('upsert failure', await cfgu(['upsert', '--schema', 'app.cfgu.json', '--kv', `PASSWORD=${CANARY2}`], { cwd })));
     const usage = captureRun('upsert usage', await cfgu(['upsert', ...schema, '-v', CANARY2], { cwd }));
     assert.equal(usage.code, 2);
   });
