@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import YAML from 'yaml';
 import ini from 'ini';
-import { exportResult, viewOf, type EvalResult, type ExportedConfigs, type JsonValue } from '../../core/index.js';
+import { exportResult, redactorForResult, viewOf, type Redactor, type EvalResult, type ExportedConfigs, type JsonValue } from '../../core/index.js';
 import { setOwn } from '../../core/names.js';
 import { writeFileAtomic } from '../../stores/atomic-write.js';
 import type { ConfigView, ExpressionJob } from '../../expressions/types.js';
@@ -226,10 +226,15 @@ export async function applyFilters(session: Session, result: EvalResult, keys: s
   const outcome = await session.progress('filtering', () => session.evaluator.run(job));
   const rejected = new Set<string>();
   const errors: string[] = [];
+  // A filter sees every value, hidden ones included: they are redacted from its messages.
+  let redactor: Redactor | undefined;
   for (const t of outcome.tests) {
     if (t.ok) continue;
     if (t.kind === 'falsy') rejected.add(t.key);
-    else errors.push(`key ${t.key}, --filter ${JSON.stringify(filters[t.index] ?? '')}: ${t.message ?? t.kind}`);
+    else {
+      redactor ??= redactorForResult(result);
+      errors.push(`key ${t.key}, --filter ${JSON.stringify(filters[t.index] ?? '')}: ${redactor.redact(t.message ?? t.kind ?? '')}`);
+    }
   }
   if (errors.length) {
     throw new ExitError(1, `${errors.length === 1 ? 'a --filter' : `${errors.length} --filter evaluations`} failed:`, errors);
@@ -387,7 +392,8 @@ export function exportCommand(argv: string[], io: CommandIO = processIO()): Prom
         return { configs, output: await session.progress('rendering the template', () => session.evaluator.renderTemplate(templateText!, context)) };
       } catch (e) {
         if (e instanceof UsageError) throw e;
-        throw new ExitError(1, `--template ${template}: ${(e as Error)?.message ?? String(e)}`);
+        // The template sees only exported keys, but a const computed from a hidden key is one of them.
+        throw new ExitError(1, `--template ${template}: ${redactorForResult(result).redact((e as Error)?.message ?? String(e))}`);
       }
     };
     const write = async (output: string): Promise<void> => {
