@@ -1,4 +1,4 @@
-// Resident memory of a cfgu server's process tree, read from /proc (Linux), for the soak and the fuzz campaign.
+// Resident memory of a cfgu server's process tree, read from /proc (Linux), for the benchmarks, the soak and the fuzz campaign.
 import { readFileSync } from 'node:fs';
 
 /** `pid` and every process below it (children listed by /proc/PID/task/PID/children); processes that exit are skipped. */
