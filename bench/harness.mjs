@@ -41,15 +41,4 @@ export async function waitReady(base, ms = 60000) {
 }
 
 /** Every pid in the tree below `pid` (a server, its workers, their sandbox processes), from /proc. */
-export function tree(pid) {
-  const out = [pid];
-  for (let i = 0; i < out.length; i++) {
-    try {
-      const kids = readFileSync(`/proc/${out[i]}/task/${out[i]}/children`, 'utf8').trim();
-      if (kids) out.push(...kids.split(/\s+/).map(Number));
-    } catch {
-      /* gone */
-    }
-  }
-  return out;
-}
+export { processTree as tree } from './proc-memory.mjs';

@@ -3,25 +3,21 @@
  * every `--filter` accepts, coerce the values as `POST /export` does, and write them in a format (`--format`), through
  * a template (`--template`), to a file (`--out`, atomically) or into a command's environment (`--run`).
  */
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import YAML from 'yaml';
-import ini from 'ini';
-import { exportResult, redactorForResult, viewOf, type Redactor, type EvalResult, type ExportedConfigs, type JsonValue } from '../../core/index.js';
+import { exportResult, redactorForResult, viewOf, type EvalResult, type ExportedConfigs, type JsonValue } from '../../core/index.js';
 import { setOwn } from '../../core/names.js';
 import { writeFileAtomic } from '../../stores/atomic-write.js';
-import type { ConfigView, ExpressionJob } from '../../expressions/types.js';
 import { GLOBAL_HELP, list, parseCommandLine, rejectPositionals, removedFlag, str, type RemovedFlag } from '../args.js';
 import { EXIT_USAGE, ExitError, UsageError, errorLines, flagError } from '../errors.js';
 import { parseEvalResult } from '../eval-format.js';
+import { applyFilters } from '../export-filter.js';
+import { FORMATS, K8S_NAME, formatConfigs, textOf, type Format } from '../export-formats.js';
 import { processIO, readInput, type CommandIO } from '../io.js';
 import { displayPath } from '../paths.js';
+import { runWithEnv } from '../run-with-env.js';
 import { runCommand, type Session } from '../session.js';
 import { ChildSupervisor, readDocuments, stopSignal } from '../watch.js';
-
-export const FORMATS = ['json', 'dotenv', 'yaml', 'ini', 'properties', 'tfvars', 'configmap', 'secret'] as const;
-export type Format = (typeof FORMATS)[number];
 
 export const exportUsage = `Usage: cfgu export [--filter EXPR]... [--format FORMAT | --template FILE] [--out FILE | --run CMD] [options]
 
@@ -83,193 +79,6 @@ const REMOVED: RemovedFlag[] = [
   },
 ];
 
-// ------------------------------------------------------------------------------------------------ value text
-
-/** The text of a value in flat formats: strings as they are, other values as JSON. */
-export const textOf = (v: JsonValue): string => (typeof v === 'string' ? v : JSON.stringify(v));
-
-const DOTENV_BARE = /^[A-Za-z0-9_./:@%+,=-]*$/;
-
-/**
- * `.env`: bare when every character is safe; else single quotes (literal, a newline is written as is: a multi-line
- * value) when the value has no `'`; else double quotes with `\\`, `\"`, `\n`, `\r` and `\$` escaped.
- */
-export function toDotenv(configs: ExportedConfigs): string {
-  return Object.entries(configs)
-    .map(([k, v]) => {
-      const t = textOf(v);
-      if (DOTENV_BARE.test(t)) return `${k}=${t}`;
-      if (!t.includes("'")) return `${k}='${t}'`;
-      return `${k}="${t.replace(/[\\"$]/g, '\\$&').replace(/\n/g, '\\n').replace(/\r/g, '\\r')}"`;
-    })
-    .map((l) => `${l}\n`)
-    .join('');
-}
-
-/**
- * INI (one section-less list), by the `ini` package: values bare when they read back unchanged, else a JSON string;
- * `;` and `#` in a bare value are backslash-escaped.
- */
-export function toIni(configs: ExportedConfigs): string {
-  return ini.stringify(Object.fromEntries(Object.entries(configs).map(([k, v]) => [k, textOf(v)])), { whitespace: false });
-}
-
-function escapeProperties(text: string, isKey: boolean): string {
-  let out = '';
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i]!;
-    const code = c.charCodeAt(0);
-    if (c === '\\') out += '\\\\';
-    else if (c === '\n') out += '\\n';
-    else if (c === '\r') out += '\\r';
-    else if (c === '\t') out += '\\t';
-    else if (c === '\f') out += '\\f';
-    else if (c === '=' || c === ':' || c === '#' || c === '!') out += `\\${c}`;
-    else if (c === ' ' && (isKey || i === 0)) out += '\\ ';
-    else if (code < 0x20 || code > 0x7e) out += `\\u${code.toString(16).padStart(4, '0')}`;
-    else out += c;
-  }
-  return out;
-}
-
-/** Java `.properties` (ISO-8859-1 safe: every non-ASCII character as `\uXXXX`). */
-export function toProperties(configs: ExportedConfigs): string {
-  return Object.entries(configs)
-    .map(([k, v]) => `${escapeProperties(k, true)}=${escapeProperties(textOf(v), false)}\n`)
-    .join('');
-}
-
-function hclString(s: string): string {
-  return `"${s
-    .replace(/\\/g, '\\\\')
-    .replace(/"/g, '\\"')
-    .replace(/\n/g, '\\n')
-    .replace(/\r/g, '\\r')
-    .replace(/\t/g, '\\t')
-    .replace(/([$%])\{/g, (_m, c: string) => `${c}${c}{`)}"`;
-}
-
-function hclValue(v: JsonValue, indent: string): string {
-  if (v === null) return 'null';
-  if (typeof v === 'string') return hclString(v);
-  if (typeof v === 'number' || typeof v === 'boolean') return String(v);
-  const inner = `${indent}  `;
-  if (Array.isArray(v)) {
-    if (!v.length) return '[]';
-    return `[\n${v.map((x) => `${inner}${hclValue(x, inner)},`).join('\n')}\n${indent}]`;
-  }
-  const entries = Object.entries(v);
-  if (!entries.length) return '{}';
-  return `{\n${entries.map(([k, x]) => `${inner}${hclString(k)} = ${hclValue(x, inner)}`).join('\n')}\n${indent}}`;
-}
-
-/** Terraform `.tfvars` (HCL): strings quoted with `${`/`%{` escaped, numbers and booleans bare, lists and maps. */
-export function toTfvars(configs: ExportedConfigs): string {
-  return Object.entries(configs)
-    .map(([k, v]) => `${k} = ${hclValue(v, '')}\n`)
-    .join('');
-}
-
-const K8S_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-
-/** A Kubernetes ConfigMap (`data`: string values) or Secret (`type: Opaque`, `data`: base64 values), as YAML. */
-export function toManifest(kind: 'ConfigMap' | 'Secret', name: string, configs: ExportedConfigs): string {
-  const data: Record<string, string> = {};
-  for (const [k, v] of Object.entries(configs)) setOwn(data, k, kind === 'Secret' ? Buffer.from(textOf(v), 'utf8').toString('base64') : textOf(v));
-  const manifest: Record<string, unknown> = { apiVersion: 'v1', kind, metadata: { name } };
-  if (kind === 'Secret') manifest.type = 'Opaque';
-  manifest.data = data;
-  const doc = new YAML.Document(manifest);
-  // Every data value is a string for Kubernetes: quote them all so `"8080"` or `"true"` can never be read as another type.
-  const items = (doc.get('data') as YAML.YAMLMap<YAML.Scalar, YAML.Scalar> | undefined)?.items ?? [];
-  for (const pair of items) if (pair.value) pair.value.type = 'QUOTE_DOUBLE';
-  return doc.toString({ lineWidth: 0 });
-}
-
-export function formatConfigs(format: Format, configs: ExportedConfigs, name: string | undefined): string {
-  switch (format) {
-    case 'json':
-      return `${JSON.stringify(configs, null, 2)}\n`;
-    case 'yaml':
-      return Object.keys(configs).length ? YAML.stringify(configs, { lineWidth: 0 }) : '{}\n';
-    case 'dotenv':
-      return toDotenv(configs);
-    case 'ini':
-      return toIni(configs);
-    case 'properties':
-      return toProperties(configs);
-    case 'tfvars':
-      return toTfvars(configs);
-    case 'configmap':
-      return toManifest('ConfigMap', name!, configs);
-    case 'secret':
-      return toManifest('Secret', name!, configs);
-  }
-}
-
-// ------------------------------------------------------------------------------------------------ filtering
-
-/**
- * The keys (not hidden) that every filter accepts, in result order. All filters of all keys go to the sandbox in one
- * round trip. A filter that throws or hits a sandbox limit is an error naming the key and the filter.
- */
-export async function applyFilters(session: Session, result: EvalResult, keys: string[], filters: string[]): Promise<string[]> {
-  if (!filters.length || !keys.length) return keys;
-  const configs: Record<string, ConfigView> = {};
-  for (const key of Object.keys(result)) setOwn(configs, key, viewOf(result[key]!));
-  const job: ExpressionJob = {
-    input: { store: { type: '' }, set: { path: '', hierarchy: [''] }, schema: { keys: Object.fromEntries(Object.entries(result).map(([k, e]) => [k, e.cfgu])) } },
-    configs,
-    consts: [],
-    tests: keys.map((key) => ({ key, expressions: filters })),
-  };
-  const outcome = await session.progress('filtering', () => session.evaluator.run(job));
-  const rejected = new Set<string>();
-  const errors: string[] = [];
-  // A filter sees every value, hidden ones included: they are redacted from its messages.
-  let redactor: Redactor | undefined;
-  for (const t of outcome.tests) {
-    if (t.ok) continue;
-    if (t.kind === 'falsy') rejected.add(t.key);
-    else {
-      redactor ??= redactorForResult(result);
-      errors.push(`key ${t.key}, --filter ${JSON.stringify(filters[t.index] ?? '')}: ${redactor.redact(t.message ?? t.kind ?? '')}`);
-    }
-  }
-  if (errors.length) {
-    throw new ExitError(1, `${errors.length === 1 ? 'a --filter' : `${errors.length} --filter evaluations`} failed:`, errors);
-  }
-  return keys.filter((k) => !rejected.has(k));
-}
-
-// ------------------------------------------------------------------------------------------------ output
-
-
-function runWithEnv(command: string, configs: ExportedConfigs, io: CommandIO): Promise<number> {
-  const childEnv: NodeJS.ProcessEnv = { ...io.env };
-  for (const [k, v] of Object.entries(configs)) setOwn(childEnv, k, textOf(v));
-  // The command shares the process's own terminal and streams; injected writers (in-process runs) get its output.
-  const own = io.stdout === process.stdout && io.stderr === process.stderr;
-  return new Promise((resolveExit) => {
-    const child = spawn(command, { shell: true, stdio: own ? 'inherit' : ['ignore', 'pipe', 'pipe'], env: childEnv, cwd: io.cwd });
-    child.stdout?.setEncoding('utf8').on('data', (text: string) => io.stdout.write(text));
-    child.stderr?.setEncoding('utf8').on('data', (text: string) => io.stderr.write(text));
-    const forward = (signal: NodeJS.Signals) => child.kill(signal);
-    process.on('SIGINT', forward);
-    process.on('SIGTERM', forward);
-    const done = (code: number) => {
-      process.off('SIGINT', forward);
-      process.off('SIGTERM', forward);
-      resolveExit(code);
-    };
-    child.on('error', (e) => {
-      io.stderr.write(`cfgu export: --run: ${e.message}\n`);
-      done(127);
-    });
-    child.on('close', (code, signal) => done(code ?? (signal ? 128 + (osSignal(signal) ?? 1) : 1)));
-  });
-}
-
 interface WatchExport {
   render(result: EvalResult): Promise<{ configs: ExportedConfigs; output: string }>;
   write(output: string): Promise<void>;
@@ -325,8 +134,6 @@ async function watchExport(session: Session, input: NodeJS.ReadableStream | stri
   }
 }
 
-const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGKILL: 9, SIGTERM: 15, SIGPIPE: 13 };
-const osSignal = (s: string) => SIGNALS[s];
 
 export function exportCommand(argv: string[], io: CommandIO = processIO()): Promise<number> {
   return runCommand('export', argv, async (session) => {
