@@ -54,6 +54,7 @@ export function compileSetPattern(pattern: string): RegExp | { problem: string }
       re += '(?:/[^/]+)*';
       continue;
     }
+    if (segment === '') return { problem: `"${pattern}" is not a set pattern (it has an empty segment)` };
     const literal = segment.replace(/\*/g, 'x');
     const checked = parseSet(literal);
     if ('problem' in checked || segment.includes('**')) return { problem: `"${pattern}" is not a set pattern (segments of letters, digits, _ and -, with * or **)` };

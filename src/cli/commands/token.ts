@@ -70,7 +70,8 @@ export function tokenCommand(argv: string[], io: CommandIO = processIO()): Promi
     try {
       resolveSettings({ fileSettings: { auth: { credentials: [entry] } }, env: {} });
     } catch (e) {
-      throw flagError((e as Error).message.replace(/^interface\.proxy\.auth\.credentials\[0\]\./, '--'));
+      const flag = { name: 'name', stores: 'store', sets: 'set', labels: 'label', keys: 'key' } as Record<string, string>;
+      throw flagError((e as Error).message.replace(/^interface\.proxy\.auth\.credentials\[0\]\.(\w+)/, (_, p: string) => `--${flag[p] ?? p}`));
     }
     const yaml = YAML.stringify([entry], { flowCollectionPadding: false }).trimEnd();
     session.io.stdout.write(
