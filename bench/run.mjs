@@ -5,12 +5,12 @@
 //   npm run bench -- [--duration 10] [--connections 20] [--workers N] [--only TEXT] [--no-scaling] [--warmup 2]
 import { spawn, execFileSync } from 'node:child_process';
 import { readFileSync, readdirSync, writeFileSync, mkdirSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual, parseArgs } from 'node:util';
 import { writeFixture, workloads, runaway } from './fixture.mjs';
+import { freePort, load, tree, waitReady } from './common.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({
@@ -26,27 +26,6 @@ const { values: args } = parseArgs({
 const duration = Number(args.duration);
 const connections = Number(args.connections);
 
-const freePort = () =>
-  new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-
-/** Every pid in the tree below `pid` (the primary, its workers, their sandbox processes). */
-function tree(pid) {
-  const out = [pid];
-  for (let i = 0; i < out.length; i++) {
-    try {
-      const kids = readFileSync(`/proc/${out[i]}/task/${out[i]}/children`, 'utf8').trim();
-      if (kids) out.push(...kids.split(/\s+/).map(Number));
-    } catch {
-      /* gone */
-    }
-  }
-  return out;
-}
 const rssKb = (pid) => {
   try {
     return Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0);
@@ -75,28 +54,6 @@ function sampler(pid) {
     peak.total = Math.max(peak.total, total);
   }, 200);
   return { peak, stop: () => clearInterval(timer), reset: () => Object.assign(peak, { server: 0, sandbox: 0, total: 0 }) };
-}
-
-function load(options) {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [join(root, 'bench/load.mjs'), JSON.stringify(options)], { stdio: ['ignore', 'pipe', 'inherit'] });
-    let out = '';
-    child.stdout.on('data', (d) => (out += d));
-    child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`load generator exited ${code}`))));
-  });
-}
-
-async function waitReady(base, ms = 60000) {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    try {
-      if ((await fetch(`${base}/ready`)).status === 200) return;
-    } catch {
-      /* not listening yet */
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error('the server did not become ready');
 }
 
 async function check(base, w) {
