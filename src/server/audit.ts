@@ -38,11 +38,14 @@ export function createAuditLogger(settings: AuditSettings, serverLogger: Logger 
   return pino(options);
 }
 
+export const MAX_AUDITED_COMMANDS = 100;
+
 /** The store and set of each command, as far as the body says (the store a command without one reads: the default). */
 export function auditCommands(body: unknown, registry: StoreResolver): AuditRecord['commands'] {
   if (!Array.isArray(body)) return [];
   let defaultStore: string | null | undefined;
-  return body.map((c: Partial<EvalCommandInput> | null) => {
+  // A pipeline refused for its size (413) may be long: the line lists its first commands only.
+  return body.slice(0, MAX_AUDITED_COMMANDS).map((c: Partial<EvalCommandInput> | null) => {
     let store: string | null;
     if (c && typeof c.store === 'string') store = c.store.slice(0, 200);
     else {

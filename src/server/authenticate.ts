@@ -9,18 +9,16 @@
  *      sends the same token again costs a hash and a lookup, not a signature check.
  * A failure never says why to the client (one fixed 401); the reason goes to the log.
  */
-import { createHash, timingSafeEqual } from 'node:crypto';
+import { timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { LRUCache } from 'lru-cache';
 import { createLocalJWKSet, createRemoteJWKSet, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { ConfigurationError } from '../core/errors.js';
+import { BEARER, digest } from './auth.js';
 import { compileGrant, type CompiledGrant, type Principal } from './access.js';
 import type { JwtGrant, JwtSettings } from './access-settings.js';
 import type { ServerSettings } from './settings.js';
 
-const digest = (text: string): Buffer => createHash('sha256').update(text, 'utf8').digest();
-
-const BEARER = /^bearer[ \t]+(\S+)[ \t]*$/i;
 const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 
 export type AuthResult = { principal: Principal } | { reason: string; level?: 'warn' | 'error' };

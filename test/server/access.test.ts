@@ -11,7 +11,6 @@ import { createHash, randomUUID } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
 import { readFileSync, existsSync } from 'node:fs';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { pino, type Logger } from 'pino';
 import { Redis } from 'ioredis';
 import { SignJWT, exportJWK, exportSPKI, generateKeyPair, type JWK, type CryptoKey } from 'jose';
@@ -21,7 +20,7 @@ import { resolveSettings } from '../../src/server/settings.js';
 import { createAuthenticator } from '../../src/server/authenticate.js';
 import { createStoreRegistry, loadConfiguration, type StoreRegistry } from '../../src/config/index.js';
 import type { StoreResolver } from '../../src/core/index.js';
-import { removeTempDirs, tempDir, writeJson } from './helpers.js';
+import { captureLog, removeTempDirs, tempDir, writeJson } from './helpers.js';
 import { waitFor } from '../helpers/wait.js';
 import { probeTcp, requireService } from '../helpers/services.js';
 
@@ -93,20 +92,7 @@ function token(s: Signer, claims: Record<string, unknown> = {}, header: Record<s
 const b64 = (o: unknown) => Buffer.from(JSON.stringify(o)).toString('base64url');
 
 // ---- servers -------------------------------------------------------------------------------------------------------
-function capture(): { logger: Logger; lines: () => Array<Record<string, unknown>>; raw: () => string } {
-  let raw = '';
-  const stream = new Writable({
-    write(chunk, _enc, cb) {
-      raw += chunk.toString();
-      cb();
-    },
-  });
-  return {
-    logger: pino({ level: 'info' }, stream) as unknown as Logger,
-    raw: () => raw,
-    lines: () => raw.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>),
-  };
-}
+const capture = captureLog;
 
 const credentials = () => [
   { name: 'ci-staging', sha256: sha256(STAGING_TOKEN), stores: ['main'], sets: ['staging/**'] },
@@ -459,30 +445,14 @@ describe('audit log', () => {
       return others;
     };
     for (const l of lines) common(l);
-    assert.deepEqual(rest(byId(ids[0]!)), {
-      requestId: ids[0],
-      subject: 'preshared:1',
-      auth: 'preshared',
-      commands: [
-        { store: 'main', set: 'staging' },
-        { store: 'main', set: 'staging/eu' },
-      ],
-      keys: 2,
-      status: 200,
-    });
-    assert.deepEqual(rest(byId(ids[1]!)), {
-      requestId: ids[1],
-      subject: 'ci-staging',
-      auth: 'credential',
-      commands: [
-        { store: 'main', set: 'prod' },
-        { store: 'main', set: 'staging' },
-      ],
-      keys: 0,
-      status: 403,
-    });
-    assert.deepEqual(rest(byId(ids[2]!)), { requestId: ids[2], subject: null, auth: null, commands: [], keys: 0, status: 401, reason: 'unknown key or token' });
-    assert.deepEqual(rest(byId(ids[3]!)), { requestId: ids[3], subject: 'svc-staging', auth: 'jwt', commands: [{ store: 'main', set: 'staging' }], keys: 2, status: 200 });
+    const main = (...sets: string[]) => sets.map((set) => ({ store: 'main', set }));
+    const expected: Array<Record<string, unknown>> = [
+      { subject: 'preshared:1', auth: 'preshared', commands: main('staging', 'staging/eu'), keys: 2, status: 200 },
+      { subject: 'ci-staging', auth: 'credential', commands: main('prod', 'staging'), keys: 0, status: 403 },
+      { subject: null, auth: null, commands: [], keys: 0, status: 401, reason: 'unknown key or token' },
+      { subject: 'svc-staging', auth: 'jwt', commands: main('staging'), keys: 2, status: 200 },
+    ];
+    expected.forEach((fields, i) => assert.deepEqual(rest(byId(ids[i]!)), { requestId: ids[i], ...fields }));
     const raw = readFileSync(file, 'utf8');
     for (const secret of [SECRET, 'override-x', 'staging.internal', PRESHARED, STAGING_TOKEN, jwt, 'wrong-token-123']) {
       assert.ok(!raw.includes(secret), `the audit log holds ${secret.slice(0, 12)}...`);
