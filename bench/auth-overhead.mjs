@@ -121,7 +121,9 @@ try {
     for (const t of targets) {
       const cpuBefore = cpuSeconds(t.pid);
       const r = await load({ url: t.url, method: 'POST', body: JSON.stringify(tenKeys.body), headers: t.headers, connections: Number(args.connections), duration: Number(args.duration) });
-      if (r.errors || r.non2xx) throw new Error(`${t.name}: ${r.errors} errors, ${r.non2xx} non-2xx`);
+      // A few 422s (an expression over its time limit when the machine stalls) are counted, not fatal.
+      if (r.errors || r.non2xx > r.total / 100) throw new Error(`${t.name}: ${r.errors} errors, ${r.non2xx} non-2xx of ${r.total}`);
+      if (r.non2xx) process.stderr.write(`${t.name}: ${r.non2xx} non-2xx of ${r.total}\n`);
       r.cpuMs = ((cpuSeconds(t.pid) - cpuBefore) * 1000) / r.total;
       results.get(t.name).push(r);
       process.stderr.write(`round ${round + 1} ${t.name}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50} ms, ${r.cpuMs.toFixed(3)} ms CPU/request\n`);
