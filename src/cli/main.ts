@@ -6,6 +6,7 @@ import { serveCommand } from './serve.js';
 import { evalCommand } from './commands/eval.js';
 import { exportCommand } from './commands/export.js';
 import { upsertCommand } from './commands/upsert.js';
+import { tokenCommand } from './commands/token.js';
 import { processIO, type CommandIO } from './io.js';
 import { version } from '../server/version.js';
 
@@ -19,6 +20,7 @@ export const commands: Record<string, SubCommand> = {
   upsert: { summary: 'validate values and write them to a store', run: upsertCommand },
   eval: { summary: 'evaluate a schema against a store and print the result (JSON)', run: evalCommand },
   export: { summary: 'export an eval result from standard input (json, dotenv, yaml, ...)', run: exportCommand },
+  token: { summary: 'create a scoped bearer token for the proxy and its .configu entry', run: tokenCommand },
 };
 
 function usage(): string {

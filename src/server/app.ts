@@ -4,11 +4,13 @@
  *
  * Request order for POST /export:
  *   onRequest  (request id, auth, in-flight count)  -> 401
+ *   onRequest of /export (rate limit, when on)       -> 429
  *   parsing    (JSON only, body limit)               -> 415, 400, 413
  *   preValidation (command / key limits)             -> 413
  *   validation (compiled JSON schema)                -> 400
- *   handler    (engine: exportPipeline)              -> 200 (with ETag), 304, 400, 422, 503, 500
+ *   handler    (scope check, then engine)            -> 403, 200 (with ETag), 304, 400, 422, 503, 500
  *              watch requests (SSE, long polls)       -> watch.ts (503 beyond the watcher limit)
+ *   onResponse (request log, audit line)
  */
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -18,12 +20,16 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { Logger } from 'pino';
 import { exportPipeline } from '../core/index.js';
-import { ConfigurationError, LimitError } from '../core/errors.js';
+import { ConfigurationError, ForbiddenError, LimitError, UnknownStoreError } from '../core/errors.js';
 import type { EvalCommandInput } from '../core/types.js';
 import { requestContext, type ExpressionEvaluator } from '../expressions/types.js';
 import type { StoreResolver } from '../stores/types.js';
 import type { LoadedConfiguration } from '../config/types.js';
-import { clientIdentity, createKeyChecker } from './auth.js';
+import { clientIdentity } from './auth.js';
+import { ANONYMOUS, createAuthenticator, type AuthResult } from './authenticate.js';
+import { refusedCommands, visibleStores, type Principal } from './access.js';
+import { auditCommands, createAuditLogger } from './audit.js';
+import { rateLimitRouteConfig, registerRateLimit } from './rate-limit.js';
 import { answerConnect, answerExpectation, blankProblem, createClientErrorHandler } from './client-errors.js';
 import { Lifecycle } from './lifecycle.js';
 import { BodyCache } from './body-cache.js';
@@ -56,11 +62,21 @@ export interface BuildServerOptions {
   lifecycle?: Lifecycle;
   /** Mark the server ready as soon as it is built (tests, benchmarks with an initialised registry). */
   ready?: boolean;
+  /** Where audit lines go; default: per `settings.audit` (its file, else `logger`, else stdout). */
+  auditLogger?: Logger | false;
 }
 
 declare module 'fastify' {
   interface FastifyInstance {
     cfgu: { lifecycle: Lifecycle; settings: ServerSettings; watch: WatchHub };
+  }
+  interface FastifyRequest {
+    /** Who the request is for (set by authentication; null until then, or when it failed). */
+    cfguPrincipal: Principal | null;
+    /** Why authentication failed (for the audit line). */
+    cfguAuthFailure: string | null;
+    /** How many keys the export answered. */
+    cfguKeys: number;
   }
 }
 
@@ -189,7 +205,11 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   app.addSchema(evalCommandSchema);
   app.addSchema(problemSchema);
 
-  const keyChecker = settings.auth.enabled ? createKeyChecker(settings.auth.presharedKeys) : undefined;
+  const authenticator = createAuthenticator(settings);
+  const auditLogger = options.auditLogger === undefined ? createAuditLogger(settings.audit, logger) : options.auditLogger || undefined;
+  app.decorateRequest('cfguPrincipal', null);
+  app.decorateRequest('cfguAuthFailure', null);
+  app.decorateRequest('cfguKeys', 0);
   const docsOpen = !settings.auth.enabled || settings.docs.public;
   const corsOn = settings.http.allowedOrigins.length > 0;
   const noHost = JSON.stringify(blankProblem(400, 'an HTTP/1.1 request must carry a Host header'));
@@ -220,7 +240,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
       return;
     }
 
-    if (keyChecker) {
+    if (authenticator) {
       const path = pathOf(request.url);
       const open =
         path === '/live' ||
@@ -228,12 +248,24 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
         observation.ownKey(path) ||
         (corsOn && request.method === 'OPTIONS') ||
         (docsOpen && (path === '/openapi.json' || path === '/docs' || path.startsWith('/docs/')));
-      if (!open && !keyChecker.check(request.headers.authorization)) {
-        reply
-          .code(401)
-          .header('www-authenticate', 'Bearer realm="cfgu"')
-          .type(PROBLEM_CONTENT_TYPE)
-          .send(unauthorized);
+      if (!open) {
+        const finish = (result: AuthResult): void => {
+          if ('principal' in result) {
+            request.cfguPrincipal = result.principal;
+            done();
+            return;
+          }
+          // The reason is for the operator; the client gets the same answer whatever it was.
+          request.cfguAuthFailure = result.reason;
+          request.log[result.level ?? 'warn']({ reason: result.reason, ip: request.ip }, 'authentication failed');
+          reply.code(401).header('www-authenticate', 'Bearer realm="cfgu"').type(PROBLEM_CONTENT_TYPE).send(unauthorized);
+        };
+        const result = authenticator.authenticate(request.headers.authorization);
+        if (result instanceof Promise) {
+          result.then(finish, (e: unknown) => finish({ reason: `verification failed (${(e as Error)?.name ?? 'error'})`, level: 'error' }));
+        } else {
+          finish(result);
+        }
         return;
       }
     }
@@ -266,6 +298,35 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
       done();
     });
   }
+
+  if (auditLogger) {
+    app.addHook('onResponse', (request, reply, done) => {
+      if (pathOf(request.url) === '/export' && request.method === 'POST') {
+        const principal = request.cfguPrincipal ?? (authenticator ? null : ANONYMOUS);
+        auditLogger.info(
+          {
+            requestId: request.id,
+            subject: principal?.subject ?? null,
+            auth: principal?.kind ?? null,
+            client: request.ip,
+            commands: auditCommands(request.body, registry),
+            keys: reply.statusCode === 200 ? request.cfguKeys : 0,
+            status: reply.statusCode,
+            ...(request.cfguAuthFailure ? { reason: request.cfguAuthFailure } : {}),
+          },
+          'audit',
+        );
+      }
+      done();
+    });
+  }
+
+  await registerRateLimit(
+    app,
+    settings.rateLimit,
+    (request) => request.cfguPrincipal?.subject ?? `ip:${request.ip}`,
+    logger,
+  );
 
   app.setErrorHandler((error, request, reply) => {
     const status = (error as { statusCode?: unknown }).statusCode;
@@ -305,7 +366,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
           { name: 'health', description: 'Liveness and readiness (never need a key)' },
         ],
         components: settings.auth.enabled
-          ? { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'A preshared key of the server' } } }
+          ? { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'A preshared key, a scoped token, or a JWT of the configured issuer (docs/security.md)' } } }
           : {},
       },
       transformObject: finishOpenapi as never,
@@ -323,6 +384,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
 
   app.post('/export', {
     schema: { ...exportRouteSchema, security },
+    config: rateLimitRouteConfig(settings.rateLimit),
     preValidation: (request, _reply, done) => {
       // Limits first, so an oversized pipeline is 413 and never walked by the validator.
       const body = request.body;
@@ -347,13 +409,34 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     },
     handler: async (request: FastifyRequest, reply: FastifyReply) => {
       const commands = request.body as EvalCommandInput[];
-      const client = clientIdentity(request.headers.authorization, request.ip, settings.auth.enabled);
+      const principal = request.cfguPrincipal ?? ANONYMOUS;
+      if (principal.grants !== 'all') {
+        // Before anything is read: a pipeline with one command out of scope is refused whole (watch requests too).
+        let defaultStore: string | undefined;
+        try {
+          defaultStore = registry.resolve(undefined).name;
+        } catch {
+          defaultStore = undefined;
+        }
+        const refused = refusedCommands(principal, commands, defaultStore);
+        if (refused.length) throw new ForbiddenError(refused, commands.length);
+      }
+      const client = principal.kind === 'anonymous' ? clientIdentity(undefined, request.ip, false) : principal.identity;
       if (watch.wants(request)) return watch.serve(request, reply, commands, client);
       const context = requestContext(client);
       const { stores, evaluator: expressions, observer } = observation;
-      const { configs, backupStores } = await observation.evaluate(request, commands, () =>
-        exportPipeline(commands, { stores, ...(expressions ? { expressions } : {}), ...(observer ? { observer } : {}) }, { context, limits: settings.limits }),
-      );
+      let result;
+      try {
+        result = await observation.evaluate(request, commands, () =>
+          exportPipeline(commands, { stores, ...(expressions ? { expressions } : {}), ...(observer ? { observer } : {}) }, { context, limits: settings.limits }),
+        );
+      } catch (e) {
+        // A scoped credential learns only the store names it may name.
+        if (e instanceof UnknownStoreError && principal.grants !== 'all') throw new UnknownStoreError(e.store, visibleStores(principal, e.known));
+        throw e;
+      }
+      const { configs, backupStores } = result;
+      request.cfguKeys = Object.keys(configs).length;
       const body = JSON.stringify(configs);
       return sendAnswer(request, reply, body, etagOf(body), backupStores);
     },

@@ -12,6 +12,16 @@ import { availableParallelism } from 'node:os';
 import { dirname, isAbsolute, resolve as resolvePath } from 'node:path';
 import { ConfigurationError } from '../core/errors.js';
 import { DEFAULT_ENGINE_LIMITS, type EngineLimits } from '../core/eval.js';
+import {
+  ACCESS_ENV,
+  ACCESS_FILE_SHAPE,
+  DEFAULT_AUDIT,
+  DEFAULT_RATE_LIMIT,
+  resolveAccessSettings,
+  type AccessSettings,
+  type AuditSettings,
+  type RateLimitSettings,
+} from './access-settings.js';
 
 export type TrustProxy = boolean | number | string[];
 
@@ -39,8 +49,13 @@ export interface ServerSettings {
   };
   auth: {
     enabled: boolean;
+    /** Full access, as before scoped credentials existed. */
     presharedKeys: string[];
-  };
+  } & AccessSettings;
+  /** One line per /export (docs/security.md). */
+  audit: AuditSettings;
+  /** Requests per subject (off by default). */
+  rateLimit: RateLimitSettings;
   log: { enabled: boolean };
   /** GET /metrics (docs/operations.md). `key`: the bearer key a scraper must present (its own, not an API key). */
   metrics: { enabled: boolean; key: string | undefined };
@@ -92,7 +107,9 @@ export const DEFAULT_SETTINGS: Readonly<ServerSettings> = Object.freeze({
     // Above the 60 s idle timeout of common load balancers, so they never reuse a connection this server is closing.
     idleTimeoutMs: 72_000,
   },
-  auth: { enabled: false, presharedKeys: [] },
+  auth: { enabled: false, presharedKeys: [], credentials: [], jwt: undefined },
+  audit: DEFAULT_AUDIT,
+  rateLimit: DEFAULT_RATE_LIMIT,
   log: { enabled: true },
   metrics: { enabled: true, key: undefined },
   docs: { enabled: true, public: false },
@@ -121,7 +138,7 @@ export interface ResolveSettingsInput {
 }
 
 /** One place a value came from, for messages. */
-interface Source {
+export interface Source {
   /** e.g. `CONFIGU_HTTP_PORT`, `--port`, `interface.proxy.http.port` */
   name: string;
   /** the .configu path when the value came from the file */
@@ -166,7 +183,7 @@ const ENV = {
 } as const;
 
 /** The environment variables this module reads (documented in docs/server.md). */
-export const SETTINGS_ENV_VARS: readonly string[] = Object.values(ENV);
+export const SETTINGS_ENV_VARS: readonly string[] = [...Object.values(ENV), ...Object.values(ACCESS_ENV)];
 
 /** Allowed shape of `interface.proxy` (unknown properties are typos and rejected). */
 const FILE_SHAPE: Record<string, Record<string, true | Record<string, true>> | true> = {
@@ -180,7 +197,9 @@ const FILE_SHAPE: Record<string, Record<string, true | Record<string, true>> | t
     requestTimeoutMs: true,
     idleTimeoutMs: true,
   },
-  auth: { enabled: true, presharedKeys: true },
+  auth: { enabled: true, presharedKeys: true, ...ACCESS_FILE_SHAPE.auth },
+  audit: ACCESS_FILE_SHAPE.audit,
+  rateLimit: ACCESS_FILE_SHAPE.rateLimit,
   log: { enabled: true },
   metrics: { enabled: true, key: true },
   docs: { enabled: true, public: true },
@@ -200,13 +219,13 @@ const FILE_SHAPE: Record<string, Record<string, true | Record<string, true>> | t
   watch: { maxWatchers: true, maxWaitSeconds: true, heartbeatMs: true, debounceMs: true, pollMs: true },
 };
 
-function fail(source: Source, message: string): never {
+export function fail(source: Source, message: string): never {
   if (source.kind === 'file') throw new ConfigurationError(`${source.name}: ${message}`, source.file, source.name);
   if (source.kind === 'env') throw new ConfigurationError(`environment variable ${source.name}: ${message}`, undefined, source.name);
   throw new ConfigurationError(`flag ${source.name}: ${message}`, undefined, source.name);
 }
 
-const isPlainObject = (v: unknown): v is Record<string, unknown> =>
+export const isPlainObject = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function checkFileShape(value: unknown, shape: Record<string, unknown>, path: string, file: string | undefined): void {
@@ -224,7 +243,7 @@ function checkFileShape(value: unknown, shape: Record<string, unknown>, path: st
 const TRUE = new Set(['true', '1', 'yes', 'on']);
 const FALSE = new Set(['false', '0', 'no', 'off']);
 
-function toBoolean(raw: unknown, source: Source): boolean {
+export function toBoolean(raw: unknown, source: Source): boolean {
   if (typeof raw === 'boolean') return raw;
   if (typeof raw === 'string') {
     const s = raw.trim().toLowerCase();
@@ -234,7 +253,7 @@ function toBoolean(raw: unknown, source: Source): boolean {
   return fail(source, `must be true or false, got ${describe(raw)}`);
 }
 
-function toInteger(raw: unknown, source: Source, min: number, max: number): number {
+export function toInteger(raw: unknown, source: Source, min: number, max: number): number {
   let n: number | undefined;
   if (typeof raw === 'number') n = raw;
   else if (typeof raw === 'string' && /^\s*\d+\s*$/.test(raw)) n = Number(raw.trim());
@@ -244,20 +263,20 @@ function toInteger(raw: unknown, source: Source, min: number, max: number): numb
   return n;
 }
 
-function toText(raw: unknown, source: Source): string {
+export function toText(raw: unknown, source: Source): string {
   if (typeof raw !== 'string' || raw.trim() === '') return fail(source, `must be a non-empty string, got ${describe(raw)}`);
   return raw.trim();
 }
 
 /** A list given as an array (file) or a comma-separated string (env, or file). Empty items are dropped. */
-function toList(raw: unknown, source: Source): string[] {
+export function toList(raw: unknown, source: Source): string[] {
   if (typeof raw === 'string') return raw.split(',').map((s) => s.trim()).filter(Boolean);
   if (Array.isArray(raw) && raw.every((s) => typeof s === 'string')) return raw.map((s) => s.trim()).filter(Boolean);
   return fail(source, `must be a list of strings or a comma-separated string, got ${describe(raw)}`);
 }
 
 /** Describe a bad value without echoing secrets or long text. */
-function describe(raw: unknown): string {
+export function describe(raw: unknown): string {
   if (raw === null) return 'null';
   if (Array.isArray(raw)) return 'a list';
   if (typeof raw === 'string') return raw.length > 40 ? `a ${raw.length}-character string` : JSON.stringify(raw);
@@ -391,9 +410,17 @@ export function resolveSettings(input: ResolveSettingsInput = {}): ServerSetting
   const authEnabled = read(undefined, ENV.authEnabled, ['auth', 'enabled'], toBoolean, false);
   const keysHit = pick(undefined, ENV.presharedKeys, ['auth', 'presharedKeys']);
   const presharedKeys = keysHit ? toList(keysHit[0], keysHit[1]) : [];
-  if (authEnabled && presharedKeys.length === 0) {
+  const { access, audit, rateLimit } = resolveAccessSettings(
+    (envName, filePath) => pick(undefined, envName, filePath),
+    (source) => (source.kind === 'file' ? fileDir : cwd),
+  );
+  if (authEnabled && presharedKeys.length === 0 && access.credentials.length === 0 && !access.jwt) {
     const src = keysHit?.[1] ?? pick(undefined, ENV.authEnabled, ['auth', 'enabled'])![1];
-    fail(src, `authentication is enabled but no preshared key is set (${ENV.presharedKeys} or interface.proxy.auth.presharedKeys)`);
+    fail(
+      src,
+      `authentication is enabled but no preshared key is set (${ENV.presharedKeys} or interface.proxy.auth.presharedKeys), ` +
+        'and no credential (interface.proxy.auth.credentials) or JWT issuer (interface.proxy.auth.jwt) either',
+    );
   }
   if (authEnabled) {
     for (const k of presharedKeys) {
@@ -441,7 +468,9 @@ export function resolveSettings(input: ResolveSettingsInput = {}): ServerSetting
 
   return {
     http: { port, host, tls: { enabled: tlsEnabled, cert, key }, allowedOrigins, trustProxy, headersTimeoutMs, requestTimeoutMs, idleTimeoutMs },
-    auth: { enabled: authEnabled, presharedKeys },
+    auth: { enabled: authEnabled, presharedKeys, ...access },
+    audit,
+    rateLimit,
     log: { enabled: logEnabled },
     metrics: { enabled: metricsEnabled, key: metricsKey },
     docs: { enabled: docsEnabled, public: docsPublic },
@@ -470,7 +499,14 @@ export function settingsWith(overrides: SettingsOverrides = {}): ServerSettings 
       requestTimeoutMs: o.http?.requestTimeoutMs ?? Math.max(d.http.requestTimeoutMs, o.http?.headersTimeoutMs ?? 0),
       idleTimeoutMs: o.http?.idleTimeoutMs ?? d.http.idleTimeoutMs,
     },
-    auth: { enabled: o.auth?.enabled ?? false, presharedKeys: o.auth?.presharedKeys ?? [] },
+    auth: {
+      enabled: o.auth?.enabled ?? false,
+      presharedKeys: o.auth?.presharedKeys ?? [],
+      credentials: (o.auth?.credentials as ServerSettings['auth']['credentials'] | undefined) ?? [],
+      jwt: o.auth?.jwt as ServerSettings['auth']['jwt'],
+    },
+    audit: { ...d.audit, ...o.audit },
+    rateLimit: { ...d.rateLimit, ...o.rateLimit },
     log: { ...d.log, ...o.log },
     metrics: { ...d.metrics, ...o.metrics },
     docs: { ...d.docs, ...o.docs },
