@@ -107,3 +107,33 @@ export const myUpsert = (table: string, set: string, key: string, value: string)
   `INSERT INTO \`${table}\` (\`id\`, \`set\`, \`key\`, \`value\`) VALUES ('${md5(set + key)}', '${set}', '${key}', '${value}') ` +
   `ON DUPLICATE KEY UPDATE \`value\` = VALUES(\`value\`)`;
 
+
+interface Server {
+  host: string;
+  port: number;
+  username: string;
+  database: string;
+}
+
+/** Drop the tables a suite created on a (shared) PostgreSQL; nothing to do when the server is not there. */
+export async function dropPostgresTables(server: Server, tables: readonly string[]): Promise<void> {
+  if (!tables.length) return;
+  const c = new pg.Client({ host: server.host, port: server.port, user: server.username, database: server.database });
+  try {
+    await c.connect();
+    for (const table of tables) await c.query(`DROP TABLE IF EXISTS "${table}"`);
+  } catch {
+    /* the server is not there: nothing was created */
+  } finally {
+    await c.end().catch(() => undefined);
+  }
+}
+
+/** Drop the tables a suite created on a (shared) MariaDB; nothing to do when the server is not there. */
+export async function dropMariadbTables(server: Server, tables: readonly string[]): Promise<void> {
+  if (!tables.length) return;
+  const c = await mysql.createConnection({ host: server.host, port: server.port, user: server.username, database: server.database }).catch(() => undefined);
+  if (!c) return;
+  for (const table of tables) await c.query(`DROP TABLE IF EXISTS \`${table}\``).catch(() => undefined);
+  await c.end();
+}

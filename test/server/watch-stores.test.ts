@@ -10,12 +10,10 @@ import { after, describe, test, type TestContext } from 'node:test';
 import assert from 'node:assert/strict';
 import { renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import mysql from 'mysql2/promise';
-import pg from 'pg';
 import type { FastifyInstance } from 'fastify';
 import { buildServer, settingsWith } from '../../src/server/index.js';
 import { createStoreRegistry, loadConfiguration } from '../../src/config/index.js';
-import { etcdPut, mariadb, myUpsert, pgUpsert, psql, redisCli, requireTool, sqlite3 } from '../helpers/plain-clients.js';
+import { dropMariadbTables, dropPostgresTables, etcdPut, mariadb, myUpsert, pgUpsert, psql, redisCli, requireTool, sqlite3 } from '../helpers/plain-clients.js';
 import { startPrivate, type PrivateServer } from '../helpers/private.js';
 import { probeTcp, requireService } from '../helpers/services.js';
 import { waitFor } from '../helpers/wait.js';
@@ -195,18 +193,7 @@ const sqliteUpsert = (key: string, value: string) => pgUpsert('config', SET, key
 
 describe('postgresql', () => {
   const tables: string[] = [];
-  after(async () => {
-    if (!tables.length) return;
-    const c = new pg.Client({ host: PG.host, port: PG.port, user: PG.username, database: PG.database });
-    try {
-      await c.connect();
-      for (const table of tables) await c.query(`DROP TABLE IF EXISTS "${table}"`);
-    } catch {
-      /* the server is not there: nothing was created */
-    } finally {
-      await c.end().catch(() => undefined);
-    }
-  });
+  after(() => dropPostgresTables(PG, tables));
   const pgWriter = (port: number, database: string, table: string): Writer => (values) =>
     psql(port, database, Object.entries(values).map(([k, v]) => pgUpsert(table, SET, k, v)).join('; '));
 
@@ -234,13 +221,7 @@ describe('postgresql', () => {
 
 describe('mariadb', () => {
   const tables: string[] = [];
-  after(async () => {
-    if (!tables.length) return;
-    const c = await mysql.createConnection({ host: MY.host, port: MY.port, user: MY.username, database: MY.database }).catch(() => undefined);
-    if (!c) return;
-    for (const table of tables) await c.query(`DROP TABLE IF EXISTS \`${table}\``).catch(() => undefined);
-    await c.end();
-  });
+  after(() => dropMariadbTables(MY, tables));
   const myWriter = (port: number, database: string, table: string): Writer => (values) =>
     mariadb(port, database, Object.entries(values).map(([k, v]) => myUpsert(table, SET, k, v)).join('; '));
 

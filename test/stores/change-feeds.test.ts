@@ -15,12 +15,10 @@ import assert from 'node:assert/strict';
 import { renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, test, type TestContext } from 'node:test';
-import mysql from 'mysql2/promise';
-import pg from 'pg';
 import { createStoreRegistry } from '../../src/config/registry.js';
 import { createStore } from '../../src/stores/index.js';
 import type { ChangeFeed, ChangeListener, ChangeNotice, ConfigStore } from '../../src/stores/types.js';
-import { etcdPut, mariadb, md5, myUpsert, pgUpsert, psql, redisCli, sqlite3 } from '../helpers/plain-clients.js';
+import { dropMariadbTables, dropPostgresTables, etcdPut, mariadb, md5, myUpsert, pgUpsert, psql, redisCli, sqlite3 } from '../helpers/plain-clients.js';
 import { startPrivate, type PrivateServer } from '../helpers/private.js';
 import { probeTcp, requireService } from '../helpers/services.js';
 import { waitFor } from '../helpers/wait.js';
@@ -197,18 +195,7 @@ const pgAvailable = (t: TestContext) => requireService(t, 'postgresql', probeTcp
 
 describe('postgresql change feed', () => {
   const tables: string[] = [];
-  after(async () => {
-    if (!tables.length) return;
-    const c = new pg.Client({ host: PG.host, port: PG.port, user: PG.username, database: PG.database });
-    try {
-      await c.connect();
-      for (const table of tables) await c.query(`DROP TABLE IF EXISTS "${table}"`);
-    } catch {
-      /* the server is not there: nothing was created */
-    } finally {
-      await c.end().catch(() => undefined);
-    }
-  });
+  after(() => dropPostgresTables(PG, tables));
   const table = (tag: string) => {
     const name = `cfgu_feed_${RUN}_${tag}`.slice(0, 60);
     tables.push(name);
@@ -293,13 +280,7 @@ async function outage(server: PrivateServer, recs: Recorder[]): Promise<void> {
 
 describe('mariadb change feed (periodic checksum)', () => {
   const tables: string[] = [];
-  after(async () => {
-    if (!tables.length) return;
-    const c = await mysql.createConnection({ host: MY.host, port: MY.port, user: MY.username, database: MY.database }).catch(() => undefined);
-    if (!c) return;
-    for (const table of tables) await c.query(`DROP TABLE IF EXISTS \`${table}\``).catch(() => undefined);
-    await c.end();
-  });
+  after(() => dropMariadbTables(MY, tables));
 
   test('the mariadb client\'s write reaches two replicas with its set; a write to another table does not', async (t) => {
     if (!(await requireService(t, 'mariadb', probeTcp(MY.port)))) return;
