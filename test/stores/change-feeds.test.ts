@@ -12,37 +12,17 @@
  * written under tables this file creates and drops.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { renameSync, writeFileSync } from 'node:fs';
-import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { after, describe, test, type TestContext } from 'node:test';
-import Database from 'better-sqlite3';
-import { Etcd3 } from 'etcd3';
-import { Redis } from 'ioredis';
-import mysql from 'mysql2/promise';
-import pg from 'pg';
 import { createStoreRegistry } from '../../src/config/registry.js';
 import { createStore } from '../../src/stores/index.js';
 import type { ChangeFeed, ChangeListener, ChangeNotice, ConfigStore } from '../../src/stores/types.js';
-import { findBinary, startPrivate, type PrivateServer } from '../helpers/private.js';
-import { requireService } from '../helpers/services.js';
+import { dropMariadbTables, dropPostgresTables, etcdPut, mariadb, md5, myUpsert, pgUpsert, psql, redisCli, sqlite3 } from '../helpers/plain-clients.js';
+import { startPrivate, type PrivateServer } from '../helpers/private.js';
+import { probeTcp, requireService } from '../helpers/services.js';
 import { waitFor } from '../helpers/wait.js';
 import { MY, PG, RUN, TMP } from './kinds.js';
-import { probeTcp } from '../helpers/services.js';
-
-const run = promisify(execFile);
-const md5 = (s: string) => createHash('md5').update(s).digest('hex');
-const ETCD_CACHE = join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'cfgu-test', 'etcd', 'usr', 'bin');
-const TOOLS = {
-  psql: findBinary(['psql']),
-  mariadb: findBinary(['mariadb', 'mysql']),
-  redisCli: findBinary(['redis-cli']),
-  etcdctl: process.env.CFGU_TEST_ETCDCTL ?? findBinary(['etcdctl'], [ETCD_CACHE]),
-  sqlite3: findBinary(['sqlite3']),
-};
 
 // ------------------------------------------------------------------------------------------------ recording
 
@@ -113,82 +93,6 @@ async function firstNotice(recs: Recorder[], what: string, writes: () => Promise
     assert.deepEqual(sorted(seen.notice), [...sets].sort(), what);
   }
 }
-
-// ------------------------------------------------------------------------------------------------ other programs
-
-async function psql(port: number, database: string, sql: string): Promise<void> {
-  if (TOOLS.psql) {
-    await run(TOOLS.psql, ['-h', '127.0.0.1', '-p', String(port), '-U', 'postgres', '-d', database, '-v', 'ON_ERROR_STOP=1', '-qAtc', sql], {
-      env: { ...process.env, PGCONNECT_TIMEOUT: '10' },
-    });
-    return;
-  }
-  const c = new pg.Client({ host: '127.0.0.1', port, user: 'postgres', database });
-  await c.connect();
-  try {
-    await c.query(sql);
-  } finally {
-    await c.end();
-  }
-}
-
-async function mariadb(port: number, database: string, sql: string): Promise<void> {
-  if (TOOLS.mariadb) {
-    await run(TOOLS.mariadb, ['--no-defaults', '-h', '127.0.0.1', '-P', String(port), '-u', 'root', database, '-e', sql]);
-    return;
-  }
-  const c = await mysql.createConnection({ host: '127.0.0.1', port, user: 'root', database });
-  try {
-    await c.query(sql);
-  } finally {
-    await c.end();
-  }
-}
-
-async function redisCli(port: number, ...args: string[]): Promise<void> {
-  if (TOOLS.redisCli) {
-    await run(TOOLS.redisCli, ['-h', '127.0.0.1', '-p', String(port), ...args]);
-    return;
-  }
-  const c = new Redis({ host: '127.0.0.1', port, lazyConnect: true });
-  await c.connect();
-  try {
-    await c.call(args[0]!, ...args.slice(1));
-  } finally {
-    c.disconnect();
-  }
-}
-
-async function etcdPut(url: string, key: string, value: string): Promise<void> {
-  if (TOOLS.etcdctl) {
-    await run(TOOLS.etcdctl, ['--endpoints', url, 'put', key, value], { env: { ...process.env, ETCDCTL_API: '3' } });
-    return;
-  }
-  const c = new Etcd3({ hosts: url });
-  try {
-    await c.put(key).value(value);
-  } finally {
-    c.close();
-  }
-}
-
-function sqlite3(database: string, sql: string): Promise<unknown> {
-  if (TOOLS.sqlite3) return run(TOOLS.sqlite3, [database, sql]);
-  const db = new Database(database);
-  try {
-    db.exec(sql);
-  } finally {
-    db.close();
-  }
-  return Promise.resolve();
-}
-
-const pgUpsert = (table: string, set: string, key: string, value: string) =>
-  `INSERT INTO "${table}" ("id", "set", "key", "value") VALUES ('${md5(set + key)}', '${set}', '${key}', '${value}') ` +
-  `ON CONFLICT ("set", "key") DO UPDATE SET "value" = EXCLUDED."value"`;
-const myUpsert = (table: string, set: string, key: string, value: string) =>
-  `INSERT INTO \`${table}\` (\`id\`, \`set\`, \`key\`, \`value\`) VALUES ('${md5(set + key)}', '${set}', '${key}', '${value}') ` +
-  `ON DUPLICATE KEY UPDATE \`value\` = VALUES(\`value\`)`;
 
 // ------------------------------------------------------------------------------------------------ json-file
 
@@ -291,18 +195,7 @@ const pgAvailable = (t: TestContext) => requireService(t, 'postgresql', probeTcp
 
 describe('postgresql change feed', () => {
   const tables: string[] = [];
-  after(async () => {
-    if (!tables.length) return;
-    const c = new pg.Client({ host: PG.host, port: PG.port, user: PG.username, database: PG.database });
-    try {
-      await c.connect();
-      for (const table of tables) await c.query(`DROP TABLE IF EXISTS "${table}"`);
-    } catch {
-      /* the server is not there: nothing was created */
-    } finally {
-      await c.end().catch(() => undefined);
-    }
-  });
+  after(() => dropPostgresTables(PG, tables));
   const table = (tag: string) => {
     const name = `cfgu_feed_${RUN}_${tag}`.slice(0, 60);
     tables.push(name);
@@ -387,13 +280,7 @@ async function outage(server: PrivateServer, recs: Recorder[]): Promise<void> {
 
 describe('mariadb change feed (periodic checksum)', () => {
   const tables: string[] = [];
-  after(async () => {
-    if (!tables.length) return;
-    const c = await mysql.createConnection({ host: MY.host, port: MY.port, user: MY.username, database: MY.database }).catch(() => undefined);
-    if (!c) return;
-    for (const table of tables) await c.query(`DROP TABLE IF EXISTS \`${table}\``).catch(() => undefined);
-    await c.end();
-  });
+  after(() => dropMariadbTables(MY, tables));
 
   test('the mariadb client\'s write reaches two replicas with its set; a write to another table does not', async (t) => {
     if (!(await requireService(t, 'mariadb', probeTcp(MY.port)))) return;
