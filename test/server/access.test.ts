@@ -221,7 +221,8 @@ describe('scoped credentials (token hashes in .configu)', () => {
   test('watch requests (an SSE stream, a long poll) are scope-checked the same way: 403, nothing read, nothing held', async () => {
     const a = await app();
     const expected = forbidden('1 of 2 commands is outside the scope of this credential: command 0 (store "main", set "prod")', [{ command: 0, store: 'main', set: 'prod' }]);
-    for (const headers of [{ accept: 'text/event-stream' }, { 'if-none-match': '"x"', prefer: 'wait=30' }]) {
+    const watchHeaders: Array<Record<string, string>> = [{ accept: 'text/event-stream' }, { 'if-none-match': '"x"', prefer: 'wait=30' }];
+    for (const headers of watchHeaders) {
       reads.length = 0;
       exactly(await post(a, body('prod', 'staging'), STAGING_TOKEN, headers), 403, expected);
       assert.deepEqual(reads, [], 'no store was read');
