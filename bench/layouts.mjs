@@ -11,7 +11,14 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { writeFixture, workloads } from './fixture.mjs';
-import { load, treeRss } from './proc.mjs';
+import { load } from './harness.mjs';
+import { memory } from './proc-memory.mjs';
+
+/** Total resident memory of the tree below `pid`, in MB, with the process count. */
+const treeRss = (pid) => {
+  const m = memory(pid);
+  return { mb: m.server + m.sandbox, processes: m.servers + m.sandboxes };
+};
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({

@@ -7,7 +7,7 @@ const result = await autocannon({
   url: opts.url,
   method: opts.method,
   body: opts.body,
-  headers: opts.body ? { 'content-type': 'application/json' } : undefined,
+  headers: { ...(opts.body ? { 'content-type': 'application/json' } : {}), ...opts.headers },
   connections: opts.connections,
   duration: opts.duration,
   pipelining: 1,

@@ -4,14 +4,14 @@
 //
 //   npm run bench -- [--duration 10] [--connections 20] [--workers N] [--only TEXT] [--no-scaling] [--warmup 2]
 import { spawn, execFileSync } from 'node:child_process';
-import { readFileSync, readdirSync, writeFileSync, mkdirSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { readdirSync, writeFileSync, mkdirSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual, parseArgs } from 'node:util';
 import { writeFixture, workloads, runaway } from './fixture.mjs';
-import { comm, load, rssKb, tree } from './proc.mjs';
+import { freePort, load, waitReady } from './harness.mjs';
+import { memory } from './proc-memory.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({
@@ -27,40 +27,16 @@ const { values: args } = parseArgs({
 const duration = Number(args.duration);
 const connections = Number(args.connections);
 
-const freePort = () =>
-  new Promise((resolve) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-
+/** Peak RSS (MB) while sampling: of the largest server process, of the largest sandbox child, and of the whole tree. */
 function sampler(pid) {
   const peak = { server: 0, sandbox: 0, total: 0 };
   const timer = setInterval(() => {
-    let total = 0;
-    for (const p of tree(pid)) {
-      const kb = rssKb(p);
-      total += kb;
-      const kind = comm(p);
-      if (kind !== 'gone') peak[kind] = Math.max(peak[kind], kb);
-    }
-    peak.total = Math.max(peak.total, total);
+    const m = memory(pid);
+    peak.server = Math.max(peak.server, m.maxServer);
+    peak.sandbox = Math.max(peak.sandbox, m.maxSandbox);
+    peak.total = Math.max(peak.total, m.server + m.sandbox);
   }, 200);
   return { peak, stop: () => clearInterval(timer), reset: () => Object.assign(peak, { server: 0, sandbox: 0, total: 0 }) };
-}
-
-async function waitReady(base, ms = 60000) {
-  const until = Date.now() + ms;
-  while (Date.now() < until) {
-    try {
-      if ((await fetch(`${base}/ready`)).status === 200) return;
-    } catch {
-      /* not listening yet */
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error('the server did not become ready');
 }
 
 async function check(base, w) {
@@ -94,7 +70,7 @@ try {
     if (Number(args.warmup) > 0) await load({ ...opts, duration: Number(args.warmup) });
     mem.reset();
     const r = await load({ ...opts, duration });
-    rows.push({ workload: w.name, ...r, rssServerMb: mem.peak.server / 1024, rssSandboxMb: mem.peak.sandbox / 1024, rssTotalMb: mem.peak.total / 1024 });
+    rows.push({ workload: w.name, ...r, rssServerMb: mem.peak.server, rssSandboxMb: mem.peak.sandbox, rssTotalMb: mem.peak.total });
     console.error(`  measured: ${w.name}`);
   }
 

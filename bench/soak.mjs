@@ -4,7 +4,6 @@
 //
 //   node bench/soak.mjs [--duration 150] [--connections 8] [--runaway 0.05] [--workers 2] [--seed 1] [--sample 10]
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -13,6 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual, parseArgs } from 'node:util';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { writeFixture, workloads, runaway } from './fixture.mjs';
+import { memory } from './proc-memory.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({
@@ -73,35 +73,6 @@ function post(port, body, timeoutMs = 60_000) {
   });
 }
 
-/** RSS (MB) of the process tree below `pid`, split into server processes and sandbox children. */
-function memory(pid) {
-  const pids = [pid];
-  for (let i = 0; i < pids.length; i++) {
-    try {
-      const kids = readFileSync(`/proc/${pids[i]}/task/${pids[i]}/children`, 'utf8').trim();
-      if (kids) pids.push(...kids.split(/\s+/).map(Number));
-    } catch {
-      /* gone */
-    }
-  }
-  const m = { server: 0, sandbox: 0, maxServer: 0, maxSandbox: 0, sandboxes: 0 };
-  for (const p of pids) {
-    try {
-      const mb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${p}/status`, 'utf8'))?.[1] ?? 0) / 1024;
-      if (readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('sandbox-child')) {
-        m.sandbox += mb;
-        m.maxSandbox = Math.max(m.maxSandbox, mb);
-        m.sandboxes++;
-      } else {
-        m.server += mb;
-        m.maxServer = Math.max(m.maxServer, mb);
-      }
-    } catch {
-      /* gone */
-    }
-  }
-  return m;
-}
 
 const dir = mkdtempSync(join(tmpdir(), 'cfgu-soak-'));
 const configu = writeFixture(dir);

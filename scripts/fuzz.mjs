@@ -7,11 +7,11 @@
 // Without --url it starts `cfgu serve` on a fixture (a free port), and for the order check a second, fresh one.
 // Prints a summary by class (oracle check @ generator family), the server's memory before and after, and writes one
 // replayable case file per class into --out (default fuzz-out/). Exit code 1 when the oracle found anything.
-import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { register } from 'tsx/esm/api';
+import { memory } from '../bench/proc-memory.mjs';
 
 register();
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -33,31 +33,7 @@ const { values: args } = parseArgs({
   },
 });
 
-/** Resident memory (kB) of a process tree by kind: the server processes and the sandbox children. */
-function memory(pid) {
-  const pids = [pid];
-  for (let i = 0; i < pids.length; i++) {
-    try {
-      const kids = readFileSync(`/proc/${pids[i]}/task/${pids[i]}/children`, 'utf8').trim();
-      if (kids) pids.push(...kids.split(/\s+/).map(Number));
-    } catch {
-      /* exited meanwhile */
-    }
-  }
-  const out = { server: 0, sandbox: 0, processes: 0 };
-  for (const p of pids) {
-    try {
-      const kb = Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${p}/status`, 'utf8'))?.[1] ?? 0);
-      const kind = readFileSync(`/proc/${p}/cmdline`, 'utf8').includes('sandbox-child') ? 'sandbox' : 'server';
-      out[kind] += kb;
-      out.processes++;
-    } catch {
-      /* exited meanwhile */
-    }
-  }
-  return out;
-}
-const mb = (kb) => `${(kb / 1024).toFixed(0)} MB`;
+const mb = (megabytes) => `${megabytes.toFixed(0)} MB`;
 
 if (args.replay) {
   const file = fuzz.readCaseFile(resolve(args.replay));

@@ -55,4 +55,7 @@ if (!files.length) {
 const tsx = join(root, 'node_modules/.bin/tsx');
 const started = Date.now();
 process.on('exit', () => console.error(`cfgu test: ${files.length} file(s) in ${((Date.now() - started) / 1000).toFixed(1)} s`));
-run(existsSync(tsx) ? tsx : 'npx', existsSync(tsx) ? ['--test', '--test-reporter=spec', ...files] : ['tsx', '--test', ...files]);
+// Files run one at a time (the runner's default on 2 cores): on a machine loaded by other work, running several at
+// once was no faster and pushed tests that count a sandbox's CPU time past their limits (README.md, Development).
+const reporters = ['--test-reporter=spec', '--test-reporter-destination=stdout', `--test-reporter=${join(root, 'scripts/test-durations.mjs')}`, '--test-reporter-destination=stderr'];
+run(existsSync(tsx) ? tsx : 'npx', existsSync(tsx) ? ['--test', ...reporters, ...files] : ['tsx', '--test', ...reporters, ...files]);

@@ -99,7 +99,9 @@ export function rejectPositionals(positionals: string[]): void {
 /** `KEY=VALUE` -> [KEY, VALUE]. Throws UsageError naming the flag. */
 export function splitKeyValue(flag: string, text: string): [string, string] {
   const at = text.indexOf('=');
-  if (at <= 0) throw flagError(`${flag} "${text}" must be KEY=VALUE`);
+  // Without a key, the text is a value: not echoed (it may be a secret).
+  if (at === 0) throw flagError(`${flag} has a value but no key: it must be KEY=VALUE`);
+  if (at < 0) throw flagError(`${flag} "${text}" must be KEY=VALUE`);
   return [text.slice(0, at), text.slice(at + 1)];
 }
 

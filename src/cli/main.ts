@@ -7,6 +7,7 @@ import { evalCommand } from './commands/eval.js';
 import { exportCommand } from './commands/export.js';
 import { upsertCommand } from './commands/upsert.js';
 import { healthCommand } from './commands/health.js';
+import { tokenCommand } from './commands/token.js';
 import { processIO, type CommandIO } from './io.js';
 import { version } from '../server/version.js';
 import { describeSandboxBuild } from '../expressions/isolated-vm.js';
@@ -22,6 +23,7 @@ export const commands: Record<string, SubCommand> = {
   eval: { summary: 'evaluate a schema against a store and print the result (JSON)', run: evalCommand },
   export: { summary: 'export an eval result from standard input (json, dotenv, yaml, ...)', run: exportCommand },
   health: { summary: 'check a proxy running on this machine (for container health checks)', run: healthCommand },
+  token: { summary: 'create a scoped bearer token for the proxy and its .configu entry', run: tokenCommand },
 };
 
 function usage(): string {

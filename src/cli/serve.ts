@@ -5,8 +5,9 @@
  */
 import cluster from 'node:cluster';
 import { parseArgs } from 'node:util';
+import type { Logger } from 'pino';
 import { runPrimary, notifyPrimary } from '../server/cluster.js';
-import { createLogger } from '../server/logger.js';
+import { createLogger, toggleRequestLines } from '../server/logger.js';
 import { formatStartupError, prepare, startServer, type RunningServer, type ServeInput } from '../server/start.js';
 import { exitCodeFor } from '../core/error-catalogue.js';
 import { parseArgsMessage, rejectPositionals } from './args.js';
@@ -66,6 +67,12 @@ export async function serveCommand(argv: string[], io: CommandIO = processIO()):
   };
 
   const isWorker = cluster.isWorker && process.env.CFGU_CLUSTER_WORKER === '1';
+  // SIGUSR2 switches request lines on/off (server/logger.ts). Caught from the start, so that a signal that comes while
+  // the process is still starting is ignored instead of killing it (the default action).
+  let signalLog: Logger | undefined;
+  process.on('SIGUSR2', () => {
+    if (signalLog) toggleRequestLines(signalLog);
+  });
 
   let prepared;
   try {
@@ -82,6 +89,7 @@ export async function serveCommand(argv: string[], io: CommandIO = processIO()):
   }
 
   const log = createLogger(prepared.settings, isWorker ? { role: 'worker' } : {});
+  signalLog = log;
   let running: RunningServer | undefined;
   try {
     running = await startServer(prepared, {

@@ -9,7 +9,7 @@ import { CfguError, StoreUnavailableError, UnknownStoreError } from '../core/err
 import { BackupDatabase } from '../stores/backup.js';
 import { reasonOf } from '../stores/common.js';
 import { createStore } from '../stores/index.js';
-import type { Config, ConfigQuery, ConfigStore, ResolvedStore } from '../stores/types.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore, ResolvedStore } from '../stores/types.js';
 import type { LoadedConfiguration, StoreDefinition, StoreRegistry } from './types.js';
 
 /** pino-compatible subset. */
@@ -56,7 +56,13 @@ class Resolved implements ResolvedStore {
     readonly type: string,
     readonly store: ConfigStore,
     readonly backup: BackupDatabase | undefined,
-  ) {}
+  ) {
+    // The change feed, when the store's kind has one. The backup answers reads during an outage; it changes only
+    // when the store answers again, which the feed reports as change({}) then.
+    if (store.watch) this.watch = (listener: ChangeListener): ChangeFeed => store.watch!(listener);
+  }
+
+  watch?: (listener: ChangeListener) => ChangeFeed;
 
   private unavailable(e: unknown): CfguError {
     const err = e instanceof CfguError ? e : new StoreUnavailableError(this.name, reasonOf(e));

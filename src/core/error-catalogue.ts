@@ -26,6 +26,8 @@ export const PROBLEM_TYPES = {
   budgetExceeded: 'urn:cfgu:problem:budget-exceeded',
   limitExceeded: 'urn:cfgu:problem:limit-exceeded',
   unauthorized: 'urn:cfgu:problem:unauthorized',
+  forbidden: 'urn:cfgu:problem:forbidden',
+  rateLimited: 'urn:cfgu:problem:rate-limited',
   blank: 'about:blank',
 } as const;
 
@@ -54,6 +56,9 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode, Readonly<CatalogueEntry
   [ErrorCodes.STORE_UNAVAILABLE]: { errorClass: 'StoreUnavailableError', http: { status: 503, type: T.storeUnavailable, title: 'Store Unavailable' }, exit: EXIT_FAILED },
   [ErrorCodes.SANDBOX_UNAVAILABLE]: { errorClass: 'SandboxUnavailableError', http: { status: 503, type: T.sandboxUnavailable, title: 'Expressions Unavailable' }, exit: EXIT_FAILED },
   [ErrorCodes.SANDBOX_BUSY]: { errorClass: 'SandboxBusyError', http: { status: 503, type: T.sandboxBusy, title: 'Expressions Busy' }, exit: EXIT_FAILED },
+  [ErrorCodes.UNAUTHORIZED]: { errorClass: 'UnauthorizedError', http: { status: 401, type: T.unauthorized, title: 'Unauthorized' }, exit: EXIT_USAGE },
+  [ErrorCodes.FORBIDDEN]: { errorClass: 'ForbiddenError', http: { status: 403, type: T.forbidden, title: 'Forbidden' }, exit: EXIT_USAGE },
+  [ErrorCodes.RATE_LIMITED]: { errorClass: 'RateLimitedError', http: { status: 429, type: T.rateLimited, title: 'Too Many Requests' }, exit: EXIT_FAILED },
   [ErrorCodes.INVALID_CONFIGURATION]: { errorClass: 'ConfigurationError', exit: EXIT_USAGE },
 };
 

@@ -58,6 +58,12 @@ export const ErrorCodes = {
   SANDBOX_BUSY: 'CFGU_SANDBOX_BUSY',
   /** A request's expressions used up its budget (CPU time, sandbox restarts). */
   BUDGET_EXCEEDED: 'CFGU_BUDGET_EXCEEDED',
+  /** No credential, or one the server does not accept (unknown key or token, bad or expired JWT). */
+  UNAUTHORIZED: 'CFGU_UNAUTHORIZED',
+  /** A valid credential whose scope does not cover every command of the pipeline. */
+  FORBIDDEN: 'CFGU_FORBIDDEN',
+  /** The caller sent more requests than its rate limit allows. */
+  RATE_LIMITED: 'CFGU_RATE_LIMITED',
 } as const;
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
@@ -171,6 +177,51 @@ export class BudgetExceededError extends CfguError {
     super(ErrorCodes.BUDGET_EXCEEDED, message);
     this.name = 'BudgetExceededError';
     this.rule = rule;
+  }
+}
+
+/**
+ * The request carries no credential the server accepts. `reason` says why (expired, wrong issuer, ...) and is for
+ * the log only: the client always gets the same answer, so a caller learns nothing about what the server checks.
+ */
+export class UnauthorizedError extends CfguError {
+  readonly reason: string;
+  constructor(reason: string) {
+    super(ErrorCodes.UNAUTHORIZED, 'a valid bearer key is required (Authorization: Bearer <key>)');
+    this.name = 'UnauthorizedError';
+    this.reason = reason;
+  }
+}
+
+/** One command of a pipeline that the caller's credential may not run: its 0-based index, store and set. */
+export interface RefusedCommand {
+  command: number;
+  /** The store the command names, or the default store's name; null when it names none and there is no default. */
+  store: string | null;
+  set: string;
+}
+
+/** The credential is valid but its scope does not cover these commands; nothing was read. */
+export class ForbiddenError extends CfguError {
+  readonly refused: RefusedCommand[];
+  constructor(refused: RefusedCommand[], total: number) {
+    const list = refused.map((r) => `command ${r.command} (store ${r.store === null ? '(none)' : `"${r.store}"`}, set "${r.set}")`);
+    super(
+      ErrorCodes.FORBIDDEN,
+      `${refused.length} of ${total} command${total === 1 ? '' : 's'} ${refused.length === 1 ? 'is' : 'are'} outside the scope of this credential: ${list.join(', ')}`,
+    );
+    this.name = 'ForbiddenError';
+    this.refused = refused;
+  }
+}
+
+export class RateLimitedError extends CfguError {
+  /** Seconds until the caller's window resets (the `Retry-After` header). */
+  readonly retryAfter: number;
+  constructor(limit: number, windowSeconds: number, retryAfter: number) {
+    super(ErrorCodes.RATE_LIMITED, `more than ${limit} requests in ${windowSeconds} s; retry after ${retryAfter} s`);
+    this.name = 'RateLimitedError';
+    this.retryAfter = retryAfter;
   }
 }
 

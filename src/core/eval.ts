@@ -20,11 +20,13 @@ import { parseSet, keyProblem, setOwn, truncate, type ParsedSet } from './names.
 import { prepareSchema, stringifyValue, type PreparedKey, type PreparedSchema } from './schema.js';
 import { declaredTypeOf } from './coerce.js';
 import { viewOf } from './view.js';
+import { Redactor, redactorFor, secretKeys, type RedactionEntry } from './redact.js';
 import type { EvalCommandInput, EvalResult, EvaluatedConfig, PipelineOutcome } from './types.js';
 import type {
   Config,
   ConfigQuery,
   ConfigView,
+  EngineObserver,
   ExpressionEvaluator,
   ExpressionJob,
   ExpressionResult,
@@ -42,6 +44,8 @@ export interface EngineDeps {
   defaultsOnly?: boolean;
   /** Passed with every sandbox job: who the pipeline runs for and its budget account (PipelineOptions.context). */
   context?: RunContext;
+  /** Told about each command as it is evaluated (traces); never given a value. */
+  observer?: EngineObserver;
 }
 
 /**
@@ -88,6 +92,11 @@ interface OutputBudget {
   sizes: WeakMap<EvaluatedConfig, number>;
   /** Set when a limit was hit: the commands after this one are not evaluated. */
   exceeded: boolean;
+  /**
+   * Entries whose value a `const` computed from a hidden key's (redact.ts, secretKeys). Kept for the rest of the
+   * pipeline: a later command may shadow the hidden key the const read, but the const's value stays a secret.
+   */
+  tainted: WeakSet<EvaluatedConfig>;
 }
 
 function resolveLimits(limits: Partial<EngineLimits> | undefined): EngineLimits {
@@ -130,7 +139,7 @@ export async function evaluatePipeline(
 ): Promise<PipelineOutcome> {
   const limits = resolveLimits(options.limits);
   const checked = checkCommands(commands, deps, limits);
-  const budget: OutputBudget = { limits, sizes: new WeakMap(), exceeded: false };
+  const budget: OutputBudget = { limits, sizes: new WeakMap(), exceeded: false, tainted: new WeakSet() };
   // Every sandbox job of this pipeline carries the request's context (its client for queueing, its budget account).
   if (options.context) deps = { ...deps, context: options.context };
   const backupStores = new Set<string>();
@@ -143,7 +152,12 @@ export async function evaluatePipeline(
   let result: EvalResult | undefined = options.pipe;
   for (const command of checked) {
     const stored = await reads[command.index]!;
-    result = await evaluateChecked(command, stored, result, deps, failures, budget);
+    const piped = result;
+    result = deps.observer
+      ? await deps.observer.command({ index: command.index, store: command.store?.name, keys: command.schema.keys.length }, () =>
+          evaluateChecked(command, stored, piped, deps, failures, budget),
+        )
+      : await evaluateChecked(command, stored, result, deps, failures, budget);
     if (budget.exceeded) break;
   }
   if (failures.length) throw new ValidationError(failures);
@@ -437,12 +451,18 @@ async function computeAndValidate(
       const e = result[key]!;
       if (e.origin === 'const' && !computing.has(key)) held += budget.sizes.get(e) ?? utf8Length(e.value);
     }
+    // Messages from the sandbox may quote any value the expressions could read: hidden values are redacted from them
+    // (redact.ts). The redactor is built once the const values are known, and only when there is a message.
+    let redactor: Redactor | undefined;
+    const clean = (message: string | undefined): string | undefined =>
+      message === undefined ? undefined : (redactor ??= redactorFor(redactionEntries(result, budget.tainted))).redact(message);
+    const constMessages = new Map<string, string>();
     for (const c of outcome.consts) {
       const e = result[c.key];
       if (!e) continue;
       if (!c.ok) {
         failedConsts.add(c.key);
-        failures.push({ command: index, key: c.key, rule: 'const', message: `\`const\` of key "${c.key}" failed: ${c.message}` });
+        constMessages.set(c.key, c.message);
         continue;
       }
       const size = utf8Length(c.value);
@@ -459,11 +479,15 @@ async function computeAndValidate(
       e.origin = 'const';
       e.set = command.set.path;
     }
+    if (consts.length) markTainted(result, budget.tainted);
+    for (const [key, message] of constMessages) {
+      failures.push({ command: index, key, rule: 'const', message: `\`const\` of key "${key}" failed: ${clean(message)}` });
+    }
     for (const t of outcome.tests) {
       if (t.ok || failedConsts.has(t.key)) continue;
       const check = plans.get(t.key)?.[t.index];
       if (!check) continue;
-      failures.push({ command: index, key: t.key, rule: check.rule, message: checkMessage(check, t.kind, t.message, schema.byName.get(t.key)!) });
+      failures.push({ command: index, key: t.key, rule: check.rule, message: checkMessage(check, t.kind, clean(t.message), schema.byName.get(t.key)!) });
     }
   }
 
@@ -485,6 +509,24 @@ async function computeAndValidate(
         message: `the value of key "${p.key}" is not one of the allowed values: ${truncate(p.enumRule.items.map((v) => JSON.stringify(v)).join(', '), 200)}`,
       });
     }
+  }
+}
+
+/** The result's entries as redaction sees them. */
+function redactionEntries(result: EvalResult, tainted: WeakSet<EvaluatedConfig>): RedactionEntry[] {
+  return Object.keys(result).map((key) => {
+    const e = result[key]!;
+    return { key, text: e.value, origin: e.origin, cfgu: e.cfgu as RedactionEntry['cfgu'], tainted: tainted.has(e) };
+  });
+}
+
+/** Remember the const entries whose value was computed from a hidden one (only worth it when a key is hidden). */
+function markTainted(result: EvalResult, tainted: WeakSet<EvaluatedConfig>): void {
+  const keys = Object.keys(result);
+  if (!keys.some((k) => result[k]!.cfgu.hidden === true || tainted.has(result[k]!))) return;
+  for (const key of secretKeys(redactionEntries(result, tainted))) {
+    const e = result[key]!;
+    if (e.origin === 'const' && e.cfgu.hidden !== true) tainted.add(e);
   }
 }
 
@@ -581,7 +623,7 @@ export async function upsert(input: UpsertInput): Promise<{ changes: UpsertChang
     { expressions: input.expressions },
     failures,
     { only: new Set(keys.filter((k) => assigned[k] !== '')), required: false },
-    { limits: resolveLimits(undefined), sizes: new WeakMap(), exceeded: false },
+    { limits: resolveLimits(undefined), sizes: new WeakMap(), exceeded: false, tainted: new WeakSet() },
   );
   sortFailures(failures, 0, schema);
   if (failures.length) throw new ValidationError(failures);

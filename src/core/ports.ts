@@ -34,6 +34,39 @@ export interface ConfigStore {
   set(configs: readonly Config[]): Promise<void>;
   /** Release connections, timers and file handles. Idempotent. */
   close(): Promise<void>;
+  /**
+   * Change feed (optional): tell `listener` whenever configuration in this store may have changed, whoever wrote it
+   * (cfgu, another program, an editor). One call starts one feed; `close()` on the result stops it. A kind that cannot
+   * be notified polls cheaply. A notice may be spurious (the reader re-evaluates and compares), never missing.
+   *
+   * Start-up: a kind whose source is established asynchronously (a LISTEN, a subscription, a watch stream, a first
+   * check) calls `change({})` once it is live, so a write made between `watch()` and that moment is not lost; the
+   * json-file feed takes its first look synchronously and sends no such notice. Listeners may be called
+   * synchronously from `watch()` and from the store's own `set()`; they must not throw (a throw is ignored).
+   * Feeds never keep the process alive (unref'd timers and watchers). How each kind learns of changes, with its
+   * delay and cost: docs/stores.md, "Change feeds".
+   */
+  watch?(listener: ChangeListener): ChangeFeed;
+}
+
+/** What changed: the set paths (normal form) written to, or `undefined` when it could be any set (a reconnect, a file replaced). */
+export interface ChangeNotice {
+  sets?: string[];
+}
+
+export interface ChangeListener {
+  /** Configuration under `notice.sets` (or anywhere) may have changed. */
+  change(notice: ChangeNotice): void;
+  /**
+   * The feed lost its source (the store is down or refused the watch). The feed keeps trying on its own; once back it
+   * calls `change({})` (anything may have changed meanwhile).
+   */
+  error(error: Error): void;
+}
+
+export interface ChangeFeed {
+  /** Stop watching; releases connections and timers. Idempotent. */
+  close(): Promise<void>;
 }
 
 /**
@@ -52,6 +85,8 @@ export interface ResolvedStore {
   read(queries: readonly ConfigQuery[]): Promise<{ configs: Config[]; fromBackup: boolean }>;
   /** Batched write ("" deletes). */
   write(configs: readonly Config[]): Promise<void>;
+  /** The store's change feed (ConfigStore.watch), when its kind has one. */
+  watch?(listener: ChangeListener): ChangeFeed;
 }
 
 export interface StoreResolver {
@@ -59,6 +94,26 @@ export interface StoreResolver {
   resolve(name: string | undefined): ResolvedStore;
   /** Declared names, for error messages. */
   names(): string[];
+}
+
+// ---- Observer ------------------------------------------------------------------------------------------------------
+
+/** What an observer is told about one command of a pipeline: counts and names, never a value. */
+export interface CommandInfo {
+  /** Position of the command in the pipeline. */
+  index: number;
+  /** Declared name of the command's store (undefined without a store, e.g. defaults only). */
+  store: string | undefined;
+  /** Keys the command's schema declares. */
+  keys: number;
+}
+
+/**
+ * An optional watcher of the engine's work (the server uses it for traces). `command` wraps the evaluation of one
+ * command: it must call `run` exactly once and return (or rethrow) what `run` gives.
+ */
+export interface EngineObserver {
+  command<T>(info: CommandInfo, run: () => Promise<T>): Promise<T>;
 }
 
 // ---- Expression evaluator ------------------------------------------------------------------------------------------

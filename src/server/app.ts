@@ -4,10 +4,13 @@
  *
  * Request order for POST /export:
  *   onRequest  (request id, auth, in-flight count)  -> 401
+ *   onRequest of /export (rate limit, when on)       -> 429
  *   parsing    (JSON only, body limit)               -> 415, 400, 413
  *   preValidation (command / key limits)             -> 413
  *   validation (compiled JSON schema)                -> 400
- *   handler    (engine: exportPipeline)              -> 200, 400, 422, 503, 500
+ *   handler    (scope check, then engine)            -> 403, 200 (with ETag), 304, 400, 422, 503, 500
+ *              watch requests (SSE, long polls)       -> watch.ts (503 beyond the watcher limit)
+ *   onResponse (request log, audit line)
  */
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -17,12 +20,16 @@ import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { Logger } from 'pino';
 import { exportPipeline } from '../core/index.js';
-import { ConfigurationError, LimitError } from '../core/errors.js';
+import { ConfigurationError, ForbiddenError, LimitError, UnknownStoreError } from '../core/errors.js';
 import type { EvalCommandInput } from '../core/types.js';
 import { requestContext, type ExpressionEvaluator } from '../expressions/types.js';
 import type { StoreResolver } from '../stores/types.js';
 import type { LoadedConfiguration } from '../config/types.js';
-import { clientIdentity, createKeyChecker } from './auth.js';
+import { clientIdentity } from './auth.js';
+import { ANONYMOUS, createAuthenticator, type AuthResult } from './authenticate.js';
+import { refusedCommands, visibleStores, type Principal } from './access.js';
+import { auditCommands, createAuditLogger } from './audit.js';
+import { rateLimitRouteConfig, registerRateLimit } from './rate-limit.js';
 import { answerConnect, answerExpectation, blankProblem, createClientErrorHandler } from './client-errors.js';
 import { Lifecycle } from './lifecycle.js';
 import { BodyCache } from './body-cache.js';
@@ -38,6 +45,8 @@ import {
 import type { ServerSettings } from './settings.js';
 import { docsUiOptions, finishOpenapi, openapiInfo } from './docs-ui.js';
 import { createLogger } from './logger.js';
+import { etagOf, sendAnswer, WatchHub } from './watch.js';
+import { createObservation } from './observe.js';
 
 export interface BuildServerOptions {
   /** The stores requests may name (a StoreRegistry from src/config, already built; init is the caller's job). */
@@ -53,11 +62,21 @@ export interface BuildServerOptions {
   lifecycle?: Lifecycle;
   /** Mark the server ready as soon as it is built (tests, benchmarks with an initialised registry). */
   ready?: boolean;
+  /** Where audit lines go; default: per `settings.audit` (its file, else `logger`, else stdout). */
+  auditLogger?: Logger | false;
 }
 
 declare module 'fastify' {
   interface FastifyInstance {
-    cfgu: { lifecycle: Lifecycle; settings: ServerSettings };
+    cfgu: { lifecycle: Lifecycle; settings: ServerSettings; watch: WatchHub };
+  }
+  interface FastifyRequest {
+    /** Who the request is for (set by authentication; null until then, or when it failed). */
+    cfguPrincipal: Principal | null;
+    /** Why authentication failed (for the audit line). */
+    cfguAuthFailure: string | null;
+    /** How many keys the export answered. */
+    cfguKeys: number;
   }
 }
 
@@ -85,14 +104,14 @@ function sendProblem(reply: FastifyReply, p: Problem, headers?: Record<string, s
   return reply.send(JSON.stringify(p));
 }
 
-/** A header-safe rendering of store names (names come from the operator's file, but be strict anyway). */
-const headerSafe = (names: string[]): string =>
-  names.map((n) => (/^[\x21-\x7e]+$/.test(n) && !n.includes(',') ? n : encodeURIComponent(n))).join(', ');
 
 export async function buildServer(options: BuildServerOptions): Promise<FastifyInstance> {
   const { settings, registry, evaluator } = options;
   const lifecycle = options.lifecycle ?? new Lifecycle();
-  const logger = options.logger === undefined ? createLogger(settings) : options.logger;
+  // A logger given with request lines off in the settings is held at `warn` (createLogger's does that itself, and
+  // SIGUSR2 can switch it).
+  const given = options.logger;
+  const logger = given === undefined ? createLogger(settings) : given && !settings.log.enabled && given.isLevelEnabled('info') ? given.child({}, { level: 'warn' }) : given;
 
   let https: { cert: Buffer; key: Buffer } | null = null;
   if (settings.http.tls.enabled) {
@@ -142,7 +161,9 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     },
   }) as unknown as FastifyInstance;
 
-  app.decorate('cfgu', { lifecycle, settings });
+  const watch = new WatchHub({ registry, ...(evaluator ? { evaluator } : {}), settings, lifecycle, log: app.log });
+  app.decorate('cfgu', { lifecycle, settings, watch });
+  app.addHook('onClose', () => watch.close());
   app.server.on('checkExpectation', answerExpectation);
   app.server.on('connect', answerConnect);
 
@@ -153,6 +174,8 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   // Fastify reports every parser failure as "invalid JSON". When the text is valid JSON after all, the failure was the
   // prototype-poisoning guard (`__proto__`, `constructor.prototype`): say so (only this error path pays the re-parse).
   const bodies = new BodyCache();
+  // Metrics and traces (docs/operations.md): the stores and the sandbox as the engine uses them, observed.
+  const observation = createObservation({ settings, stores: registry, evaluator, bodyCache: bodies, watchers: () => watch.watchers });
   const jsonParser: typeof defaultJsonParser = (request, body, done) => {
     // JSON is UTF-8 (RFC 8259); a body declared in another charset would be misread, so it is refused.
     const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(request.headers['content-type'] ?? '')?.[1]?.toLowerCase();
@@ -182,8 +205,11 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   app.addSchema(evalCommandSchema);
   app.addSchema(problemSchema);
 
-  const requestLogs = settings.log.enabled && !!logger;
-  const keyChecker = settings.auth.enabled ? createKeyChecker(settings.auth.presharedKeys) : undefined;
+  const authenticator = createAuthenticator(settings);
+  const auditLogger = options.auditLogger === undefined ? createAuditLogger(settings.audit, logger) : options.auditLogger || undefined;
+  app.decorateRequest('cfguPrincipal', null);
+  app.decorateRequest('cfguAuthFailure', null);
+  app.decorateRequest('cfguKeys', 0);
   const docsOpen = !settings.auth.enabled || settings.docs.public;
   const corsOn = settings.http.allowedOrigins.length > 0;
   const noHost = JSON.stringify(blankProblem(400, 'an HTTP/1.1 request must carry a Host header'));
@@ -196,12 +222,13 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     await app.register(cors, {
       origin: origins.includes('*') ? '*' : origins,
       methods: ['GET', 'HEAD', 'POST'],
-      allowedHeaders: ['Content-Type', 'Authorization', 'X-Request-Id'],
-      exposedHeaders: ['X-Request-Id', 'X-Configu-Backup', 'Retry-After', 'WWW-Authenticate'],
+      allowedHeaders: ['Content-Type', 'Authorization', 'X-Request-Id', 'If-None-Match', 'Prefer', 'Last-Event-ID'],
+      exposedHeaders: ['X-Request-Id', 'X-Configu-Backup', 'Retry-After', 'WWW-Authenticate', 'ETag'],
       maxAge: 600,
     });
   }
 
+  observation.install(app);
   app.addHook('onRequest', (request, reply, done) => {
     lifecycle.requestStarted();
     reply.raw.once('close', () => lifecycle.requestEnded());
@@ -213,19 +240,32 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
       return;
     }
 
-    if (keyChecker) {
+    if (authenticator) {
       const path = pathOf(request.url);
       const open =
         path === '/live' ||
         path === '/ready' ||
+        observation.ownKey(path) ||
         (corsOn && request.method === 'OPTIONS') ||
         (docsOpen && (path === '/openapi.json' || path === '/docs' || path.startsWith('/docs/')));
-      if (!open && !keyChecker.check(request.headers.authorization)) {
-        reply
-          .code(401)
-          .header('www-authenticate', 'Bearer realm="cfgu"')
-          .type(PROBLEM_CONTENT_TYPE)
-          .send(unauthorized);
+      if (!open) {
+        const finish = (result: AuthResult): void => {
+          if ('principal' in result) {
+            request.cfguPrincipal = result.principal;
+            done();
+            return;
+          }
+          // The reason is for the operator; the client gets the same answer whatever it was.
+          request.cfguAuthFailure = result.reason;
+          request.log[result.level ?? 'warn']({ reason: result.reason, ip: request.ip }, 'authentication failed');
+          reply.code(401).header('www-authenticate', 'Bearer realm="cfgu"').type(PROBLEM_CONTENT_TYPE).send(unauthorized);
+        };
+        const result = authenticator.authenticate(request.headers.authorization);
+        if (result instanceof Promise) {
+          result.then(finish, (e: unknown) => finish({ reason: `verification failed (${(e as Error)?.name ?? 'error'})`, level: 'error' }));
+        } else {
+          finish(result);
+        }
         return;
       }
     }
@@ -239,8 +279,11 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     done(null, payload);
   });
 
-  if (requestLogs) {
+  if (logger) {
+    // Installed whenever there is a logger: SIGUSR2 can turn the lines on and off (logger.ts); each request's logger
+    // takes the level of the moment the request arrived.
     app.addHook('onResponse', (request, reply, done) => {
+      if (!(request.log as unknown as Logger).isLevelEnabled('info')) return done();
       request.log.info(
         {
           method: request.method,
@@ -255,6 +298,35 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
       done();
     });
   }
+
+  if (auditLogger) {
+    app.addHook('onResponse', (request, reply, done) => {
+      if (pathOf(request.url) === '/export' && request.method === 'POST') {
+        const principal = request.cfguPrincipal ?? (authenticator ? null : ANONYMOUS);
+        auditLogger.info(
+          {
+            requestId: request.id,
+            subject: principal?.subject ?? null,
+            auth: principal?.kind ?? null,
+            client: request.ip,
+            commands: auditCommands(request.body, registry),
+            keys: reply.statusCode === 200 ? request.cfguKeys : 0,
+            status: reply.statusCode,
+            ...(request.cfguAuthFailure ? { reason: request.cfguAuthFailure } : {}),
+          },
+          'audit',
+        );
+      }
+      done();
+    });
+  }
+
+  await registerRateLimit(
+    app,
+    settings.rateLimit,
+    (request) => request.cfguPrincipal?.subject ?? `ip:${request.ip}`,
+    logger,
+  );
 
   app.setErrorHandler((error, request, reply) => {
     const status = (error as { statusCode?: unknown }).statusCode;
@@ -272,7 +344,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     return sendProblem(reply, p, headers);
   });
 
-  const known: Record<string, string[]> = settings.docs.enabled ? { ...ROUTES, ...DOCS_ROUTES } : ROUTES;
+  const known: Record<string, string[]> = { ...ROUTES, ...observation.routes, ...(settings.docs.enabled ? DOCS_ROUTES : {}) };
   app.setNotFoundHandler((request, reply) => {
     const path = pathOf(request.url);
     const allowed = known[path];
@@ -294,7 +366,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
           { name: 'health', description: 'Liveness and readiness (never need a key)' },
         ],
         components: settings.auth.enabled
-          ? { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'A preshared key of the server' } } }
+          ? { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'A preshared key, a scoped token, or a JWT of the configured issuer (docs/security.md)' } } }
           : {},
       },
       transformObject: finishOpenapi as never,
@@ -312,6 +384,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
 
   app.post('/export', {
     schema: { ...exportRouteSchema, security },
+    config: rateLimitRouteConfig(settings.rateLimit),
     preValidation: (request, _reply, done) => {
       // Limits first, so an oversized pipeline is 413 and never walked by the validator.
       const body = request.body;
@@ -336,12 +409,36 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     },
     handler: async (request: FastifyRequest, reply: FastifyReply) => {
       const commands = request.body as EvalCommandInput[];
-      const context = requestContext(clientIdentity(request.headers.authorization, request.ip, settings.auth.enabled));
-      const { configs, backupStores } = await exportPipeline(commands, { stores: registry, ...(evaluator ? { expressions: evaluator } : {}) }, { context, limits: settings.limits });
-      if (backupStores.length) reply.header('x-configu-backup', headerSafe(backupStores));
-      reply.header('cache-control', 'no-store');
-      reply.type('application/json; charset=utf-8');
-      return reply.send(JSON.stringify(configs));
+      const principal = request.cfguPrincipal ?? ANONYMOUS;
+      if (principal.grants !== 'all') {
+        // Before anything is read: a pipeline with one command out of scope is refused whole (watch requests too).
+        let defaultStore: string | undefined;
+        try {
+          defaultStore = registry.resolve(undefined).name;
+        } catch {
+          defaultStore = undefined;
+        }
+        const refused = refusedCommands(principal, commands, defaultStore);
+        if (refused.length) throw new ForbiddenError(refused, commands.length);
+      }
+      const client = principal.kind === 'anonymous' ? clientIdentity(undefined, request.ip, false) : principal.identity;
+      if (watch.wants(request)) return watch.serve(request, reply, commands, client);
+      const context = requestContext(client);
+      const { stores, evaluator: expressions, observer } = observation;
+      let result;
+      try {
+        result = await observation.evaluate(request, commands, () =>
+          exportPipeline(commands, { stores, ...(expressions ? { expressions } : {}), ...(observer ? { observer } : {}) }, { context, limits: settings.limits }),
+        );
+      } catch (e) {
+        // A scoped credential learns only the store names it may name.
+        if (e instanceof UnknownStoreError && principal.grants !== 'all') throw new UnknownStoreError(e.store, visibleStores(principal, e.known));
+        throw e;
+      }
+      const { configs, backupStores } = result;
+      request.cfguKeys = Object.keys(configs).length;
+      const body = JSON.stringify(configs);
+      return sendAnswer(request, reply, body, etagOf(body), backupStores);
     },
   });
 
@@ -355,6 +452,8 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     if (lifecycle.ready) return reply.send({ status: 'ready' });
     return reply.code(503).send();
   });
+
+  observation.addRoutes(app);
 
   if (settings.docs.enabled) {
     let openapi: string | undefined;

@@ -5,14 +5,14 @@
  */
 import { createHash, timingSafeEqual } from 'node:crypto';
 
-const digest = (text: string): Buffer => createHash('sha256').update(text, 'utf8').digest();
+export const digest = (text: string): Buffer => createHash('sha256').update(text, 'utf8').digest();
 
 export interface KeyChecker {
   /** True when `authorization` (the raw header) is `Bearer <key>` with a configured key. */
   check(authorization: string | undefined): boolean;
 }
 
-const BEARER = /^bearer[ \t]+(\S+)[ \t]*$/i;
+export const BEARER = /^bearer[ \t]+(\S+)[ \t]*$/i;
 
 export function createKeyChecker(keys: readonly string[]): KeyChecker {
   const digests = keys.map(digest);

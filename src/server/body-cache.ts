@@ -10,6 +10,9 @@ import { freezeDeep } from '../core/frozen.js';
 
 export class BodyCache {
   private readonly entries: LRUCache<string, object>;
+  /** Lookups that found a parsed body, and lookups that did not (GET /metrics reports both). */
+  hits = 0;
+  misses = 0;
 
   constructor(
     maxBytes = 4 * 1024 * 1024,
@@ -21,7 +24,10 @@ export class BodyCache {
   }
 
   get(text: string): unknown {
-    return this.entries.get(text);
+    const found = this.entries.get(text);
+    if (found === undefined) this.misses++;
+    else this.hits++;
+    return found;
   }
 
   /** Freeze and keep a freshly parsed body; returns the (frozen) value. */

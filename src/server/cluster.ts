@@ -14,6 +14,7 @@ import { createServer } from 'node:net';
 import { availableParallelism } from 'node:os';
 import type { Logger } from 'pino';
 import type { ServerSettings } from './settings.js';
+import { serveClusterMetrics } from './metrics.js';
 
 /** Messages from a worker to the primary. */
 export type WorkerMessage = { cfgu: 'ready'; port: number } | { cfgu: 'fatal'; message: string; code?: number };
@@ -161,7 +162,13 @@ export async function runPrimary(settings: ServerSettings, log: Logger): Promise
 
     process.once('SIGTERM', () => stopAll('SIGTERM', 0));
     process.once('SIGINT', () => stopAll('SIGINT', 0));
+    // Request lines on/off (logger.ts): every worker switches its own.
+    process.on('SIGUSR2', () => {
+      for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGUSR2');
+    });
 
+    // GET /metrics on any worker answers for all of them: the primary gathers and adds up their metrics.
+    if (settings.metrics.enabled) serveClusterMetrics();
     log.info({ workers: count }, 'starting workers');
     for (let i = 0; i < count; i++) fork();
   });

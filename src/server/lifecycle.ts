@@ -9,6 +9,7 @@ export class Lifecycle {
   #state: LifecycleState = 'starting';
   #inflight = 0;
   #idleWaiters: Array<() => void> = [];
+  #stoppingListeners: Array<() => void> = [];
 
   get state(): LifecycleState {
     return this.#state;
@@ -31,7 +32,17 @@ export class Lifecycle {
   beginShutdown(): boolean {
     if (this.#state === 'stopping') return false;
     this.#state = 'stopping';
+    // Readiness is already 503 when the listeners run (watch streams end, long polls answer).
+    const listeners = this.#stoppingListeners;
+    this.#stoppingListeners = [];
+    for (const l of listeners) l();
     return true;
+  }
+
+  /** Call `listener` once shutdown begins (at once when it already has). */
+  onStopping(listener: () => void): void {
+    if (this.#state === 'stopping') listener();
+    else this.#stoppingListeners.push(listener);
   }
 
   requestStarted(): void {

@@ -20,13 +20,35 @@ export const REDACT_PATHS = [
   'presharedKeys',
 ];
 
+/**
+ * Lines go to stdout through an asynchronous buffered writer (pino's sonic-boom with `sync: false`): a request does
+ * not wait for its line to be written, and lines written meanwhile leave together. Measured in bench/RESULTS.md
+ * ("Observability overhead"). What is still buffered is flushed when the process exits, also after a fatal error;
+ * only a SIGKILL can lose the last lines. When stdout does not drain, at most 16 MiB wait; later lines are dropped.
+ */
 export function createLogger(settings: Pick<ServerSettings, 'log'>, bindings: Record<string, unknown> = {}): Logger {
-  return pino({
+  return pino(
+    {
     // Disabled logging silences request lines and routine messages; warnings and errors still reach the operator.
     level: settings.log.enabled ? 'info' : 'warn',
     base: { pid: process.pid, ...bindings },
     timestamp: pino.stdTimeFunctions.isoTime,
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },
     formatters: { level: (label) => ({ level: label }) },
-  });
+    },
+    // Bounded: when stdout stops draining (a stalled collector), lines beyond 16 MiB are dropped instead of memory
+    // growing or the event loop blocking on a write.
+    pino.destination({ dest: 1, sync: false, maxLength: 16 * 1024 * 1024 }),
+  );
+}
+
+/**
+ * SIGUSR2: request lines off when they are on and on when they are off, without a restart (the level switches
+ * between `info` and `warn`; warnings and errors are written either way). Returns the new level.
+ */
+export function toggleRequestLines(logger: Logger): string {
+  logger.level = logger.isLevelEnabled('info') ? 'warn' : 'info';
+  const on = logger.level === 'info';
+  logger.warn({ requestLines: on }, on ? 'request lines on (SIGUSR2)' : 'request lines off (SIGUSR2)');
+  return logger.level;
 }

@@ -9,7 +9,9 @@ import {
   catalogueEntryOf,
   ERROR_CATALOGUE,
   ErrorCodes,
+  ForbiddenError,
   InputError,
+  RateLimitedError,
   PROBLEM_TYPES,
   SandboxBusyError,
   SandboxUnavailableError,
@@ -19,6 +21,7 @@ import {
   type ErrorCode,
   type EvalFailure,
   type InputIssue,
+  type RefusedCommand,
 } from '../core/index.js';
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json; charset=utf-8';
@@ -40,6 +43,8 @@ export interface Problem {
   requestId?: string;
   /** 422 budget exceeded: which budget (`cpu-budget`, `restart-budget`). */
   rule?: string;
+  /** 403: the commands the credential may not run (index, store, set). */
+  refused?: RefusedCommand[];
 }
 
 /** What the HTTP layer needs to answer: the body plus any headers the status implies. */
@@ -57,11 +62,13 @@ export { PROBLEM_TYPES };
 export const STATUS_TITLES: Record<number, string> = {
   400: 'Bad Request',
   401: 'Unauthorized',
+  403: 'Forbidden',
   404: 'Not Found',
   405: 'Method Not Allowed',
   413: 'Content Too Large',
   415: 'Unsupported Media Type',
   422: 'Unprocessable Content',
+  429: 'Too Many Requests',
   500: 'Internal Server Error',
   503: 'Service Unavailable',
 };
@@ -142,6 +149,10 @@ export function toProblem(err: unknown, requestId: string): ProblemReply {
       };
     }
     if (e instanceof SandboxBusyError) {
+      return { problem: answer(e.message), headers: { 'retry-after': String(Math.max(1, Math.ceil(e.retryAfter))) } };
+    }
+    if (e instanceof ForbiddenError) return { problem: answer(e.message, { refused: e.refused }) };
+    if (e instanceof RateLimitedError) {
       return { problem: answer(e.message), headers: { 'retry-after': String(Math.max(1, Math.ceil(e.retryAfter))) } };
     }
     if (e instanceof BudgetExceededError) return { problem: answer(e.message, { rule: e.rule }) };

@@ -129,6 +129,14 @@ export const problemSchema = {
     store: { type: 'string', description: 'The unknown store name (400).' },
     knownStores: { type: 'array', items: { type: 'string' }, description: 'The store names the server knows (400).' },
     requestId: { type: 'string', description: 'Request id to quote to the operator (500).' },
+    refused: {
+      type: 'array',
+      description: 'The commands outside the credential\'s scope (403): index, store and set.',
+      items: {
+        type: 'object',
+        properties: { command: { type: 'integer' }, store: { type: ['string', 'null'] }, set: { type: 'string' } },
+      },
+    },
   },
 } as const;
 
@@ -174,6 +182,18 @@ const problemExamples: Record<number, Record<string, [string, unknown]>> = {
       { type: 'urn:cfgu:problem:unauthorized', title: 'Unauthorized', status: 401, detail: 'a valid bearer key is required (Authorization: Bearer <key>)' },
     ],
   },
+  403: {
+    outOfScope: [
+      'A command outside the credential\'s scope',
+      {
+        type: 'urn:cfgu:problem:forbidden',
+        title: 'Forbidden',
+        status: 403,
+        detail: '1 of 2 commands is outside the scope of this credential: command 1 (store "main", set "prod")',
+        refused: [{ command: 1, store: 'main', set: 'prod' }],
+      },
+    ],
+  },
   404: { noRoute: ['No such route', { type: 'about:blank', title: 'Not Found', status: 404, detail: 'no route GET /nope' }] },
   405: {
     wrongMethod: ['Wrong method', { type: 'about:blank', title: 'Method Not Allowed', status: 405, detail: 'GET is not allowed on /export; allowed: POST' }],
@@ -209,6 +229,12 @@ const problemExamples: Record<number, Record<string, [string, unknown]>> = {
       },
     ],
   },
+  429: {
+    rateLimited: [
+      'Rate limit',
+      { type: 'urn:cfgu:problem:rate-limited', title: 'Too Many Requests', status: 429, detail: 'more than 100 requests in 60 s; retry after 12 s' },
+    ],
+  },
   500: {
     internal: [
       'Unexpected failure',
@@ -232,11 +258,13 @@ const problemExamples: Record<number, Record<string, [string, unknown]>> = {
 const problemDescriptions: Record<number, string> = {
   400: 'Malformed JSON, not a pipeline, an empty pipeline, an invalid schema / key / set, or an unknown store (the detail names the store and the known names).',
   401: 'Authentication is on and the bearer key is missing or wrong. Comes with `WWW-Authenticate: Bearer`.',
+  403: 'The credential is valid but may not run some commands of the pipeline (`refused` names them); nothing was read.',
   404: 'No such route.',
   405: 'The route exists but not for this method. Comes with `Allow`.',
   413: 'The body, the number of commands or the number of keys of a schema is over the configured limit.',
   415: 'The `Content-Type` is not JSON, or declares a charset other than UTF-8.',
   422: 'Evaluation failed: `errors` lists every failure (required, pattern, enum, schema, test, const, override).',
+  429: 'The caller is over its rate limit. Comes with `Retry-After`.',
   500: 'Unexpected failure. The detail is in the server log under the request id.',
   503: 'A store cannot be reached or read and no backup could answer (`Retry-After` says when to retry), or the expression sandbox is down.',
 };
@@ -251,7 +279,7 @@ export function problemResponse(status: number) {
   const headers: Record<string, unknown> = { ...requestIdHeader };
   if (status === 401) headers['WWW-Authenticate'] = { type: 'string', description: 'The scheme to authenticate with.', examples: ['Bearer realm="cfgu"'] };
   if (status === 405) headers['Allow'] = { type: 'string', description: 'The methods the route allows.', examples: ['POST'] };
-  if (status === 503) headers['Retry-After'] = { type: 'integer', minimum: 0, description: 'Seconds to wait before retrying.', examples: [5] };
+  if (status === 503 || status === 429) headers['Retry-After'] = { type: 'integer', minimum: 0, description: 'Seconds to wait before retrying.', examples: [5] };
   return {
     description: `${STATUS_TITLES[status] ?? 'Error'}: ${problemDescriptions[status] ?? ''}`,
     headers,
@@ -275,9 +303,11 @@ export const exportRouteSchema = {
   body: exportBodySchema,
   response: {
     200: {
-      description: 'The exported configuration: key -> coerced value.',
+      description:
+        'The exported configuration: key -> coerced value. With `Accept: text/event-stream`, a stream of Server-Sent Events instead: the current answer, then one event per change (`id:` = its ETag), `error` events with a problem body, `: heartbeat` comments. With `If-None-Match` and `Prefer: wait=N`, held until the answer differs from that tag (or 304 after N seconds).',
       headers: {
         ...requestIdHeader,
+        ETag: { type: 'string', description: 'A strong tag of the exact answer (equal answers, equal tags).' },
         'X-Configu-Backup': {
           type: 'string',
           description: 'Present when some stores were answered from the backup: their names, comma-separated.',
@@ -291,14 +321,21 @@ export const exportRouteSchema = {
             examples: [exportResponseExample],
           },
         },
+        'text/event-stream': { schema: { type: 'string' } },
       },
+    },
+    304: {
+      description: '`If-None-Match` names the current answer\'s tag (at once, or after the `Prefer: wait=N` of a long poll): no body.',
+      headers: { ...requestIdHeader, ETag: { type: 'string', description: 'The tag of the current answer.' } },
     },
     400: problemResponse(400),
     401: problemResponse(401),
+    403: problemResponse(403),
     405: problemResponse(405),
     413: problemResponse(413),
     415: problemResponse(415),
     422: problemResponse(422),
+    429: problemResponse(429),
     500: problemResponse(500),
     503: problemResponse(503),
   },

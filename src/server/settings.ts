@@ -12,6 +12,16 @@ import { availableParallelism } from 'node:os';
 import { dirname, isAbsolute, resolve as resolvePath } from 'node:path';
 import { ConfigurationError } from '../core/errors.js';
 import { DEFAULT_ENGINE_LIMITS, type EngineLimits } from '../core/eval.js';
+import {
+  ACCESS_ENV,
+  ACCESS_FILE_SHAPE,
+  DEFAULT_AUDIT,
+  DEFAULT_RATE_LIMIT,
+  resolveAccessSettings,
+  type AccessSettings,
+  type AuditSettings,
+  type RateLimitSettings,
+} from './access-settings.js';
 
 export type TrustProxy = boolean | number | string[];
 
@@ -39,9 +49,16 @@ export interface ServerSettings {
   };
   auth: {
     enabled: boolean;
+    /** Full access, as before scoped credentials existed. */
     presharedKeys: string[];
-  };
+  } & AccessSettings;
+  /** One line per /export (docs/security.md). */
+  audit: AuditSettings;
+  /** Requests per subject (off by default). */
+  rateLimit: RateLimitSettings;
   log: { enabled: boolean };
+  /** GET /metrics (docs/operations.md). `key`: the bearer key a scraper must present (its own, not an API key). */
+  metrics: { enabled: boolean; key: string | undefined };
   docs: {
     enabled: boolean;
     /** When auth is on, serve /docs and /openapi.json without a key. */
@@ -61,6 +78,21 @@ export interface ServerSettings {
   };
   /** Processes serving the port (node:cluster); 1 runs in-process. */
   workers: number;
+  /** Watching for changes (SSE streams and long polls on POST /export; src/server/watch.ts). */
+  watch: WatchSettings;
+}
+
+export interface WatchSettings {
+  /** Most SSE streams plus held long polls one process serves at once; beyond it, 503 with Retry-After. */
+  maxWatchers: number;
+  /** Longest `Prefer: wait=N` honoured, in seconds (a larger N is cut to this). */
+  maxWaitSeconds: number;
+  /** Interval of the SSE heartbeat comments, in ms. */
+  heartbeatMs: number;
+  /** Changes arriving within this many ms of the first are evaluated once, together. */
+  debounceMs: number;
+  /** For a store kind without a change feed, how often a watched pipeline is evaluated again, in ms. */
+  pollMs: number;
 }
 
 export const DEFAULT_SETTINGS: Readonly<ServerSettings> = Object.freeze({
@@ -75,12 +107,16 @@ export const DEFAULT_SETTINGS: Readonly<ServerSettings> = Object.freeze({
     // Above the 60 s idle timeout of common load balancers, so they never reuse a connection this server is closing.
     idleTimeoutMs: 72_000,
   },
-  auth: { enabled: false, presharedKeys: [] },
+  auth: { enabled: false, presharedKeys: [], credentials: [], jwt: undefined },
+  audit: DEFAULT_AUDIT,
+  rateLimit: DEFAULT_RATE_LIMIT,
   log: { enabled: true },
+  metrics: { enabled: true, key: undefined },
   docs: { enabled: true, public: false },
   limits: { bodyBytes: 1024 * 1024, commands: 50, keys: 10_000, ...DEFAULT_ENGINE_LIMITS },
   shutdown: { gracePeriodSeconds: 10 },
   workers: 0, // 0 = os.availableParallelism(), filled in by resolveSettings
+  watch: { maxWatchers: 10_000, maxWaitSeconds: 300, heartbeatMs: 15_000, debounceMs: 20, pollMs: 5000 },
 }) as ServerSettings;
 
 /** Flags of `cfgu serve` that map to settings (strings as typed; validated here). */
@@ -102,7 +138,7 @@ export interface ResolveSettingsInput {
 }
 
 /** One place a value came from, for messages. */
-interface Source {
+export interface Source {
   /** e.g. `CONFIGU_HTTP_PORT`, `--port`, `interface.proxy.http.port` */
   name: string;
   /** the .configu path when the value came from the file */
@@ -124,6 +160,8 @@ const ENV = {
   authEnabled: 'CONFIGU_AUTH_ENABLED',
   presharedKeys: 'CONFIGU_AUTH_PRESHARED_KEYS',
   logEnabled: 'CONFIGU_LOG_ENABLED',
+  metricsEnabled: 'CONFIGU_METRICS_ENABLED',
+  metricsKey: 'CONFIGU_METRICS_KEY',
   docsEnabled: 'CONFIGU_DOCS_ENABLED',
   docsPublic: 'CONFIGU_DOCS_PUBLIC',
   bodyBytes: 'CONFIGU_LIMIT_BODY_BYTES',
@@ -137,10 +175,15 @@ const ENV = {
   outputBytes: 'CONFIGU_LIMIT_OUTPUT_BYTES',
   grace: 'CONFIGU_SHUTDOWN_GRACE_SECONDS',
   workers: 'CONFIGU_WORKERS',
+  maxWatchers: 'CONFIGU_WATCH_MAX_WATCHERS',
+  maxWaitSeconds: 'CONFIGU_WATCH_MAX_WAIT_SECONDS',
+  heartbeatMs: 'CONFIGU_WATCH_HEARTBEAT_MS',
+  debounceMs: 'CONFIGU_WATCH_DEBOUNCE_MS',
+  pollMs: 'CONFIGU_WATCH_POLL_MS',
 } as const;
 
 /** The environment variables this module reads (documented in docs/server.md). */
-export const SETTINGS_ENV_VARS: readonly string[] = Object.values(ENV);
+export const SETTINGS_ENV_VARS: readonly string[] = [...Object.values(ENV), ...Object.values(ACCESS_ENV)];
 
 /** Allowed shape of `interface.proxy` (unknown properties are typos and rejected). */
 const FILE_SHAPE: Record<string, Record<string, true | Record<string, true>> | true> = {
@@ -154,8 +197,11 @@ const FILE_SHAPE: Record<string, Record<string, true | Record<string, true>> | t
     requestTimeoutMs: true,
     idleTimeoutMs: true,
   },
-  auth: { enabled: true, presharedKeys: true },
+  auth: { enabled: true, presharedKeys: true, ...ACCESS_FILE_SHAPE.auth },
+  audit: ACCESS_FILE_SHAPE.audit,
+  rateLimit: ACCESS_FILE_SHAPE.rateLimit,
   log: { enabled: true },
+  metrics: { enabled: true, key: true },
   docs: { enabled: true, public: true },
   limits: {
     bodyBytes: true,
@@ -170,15 +216,16 @@ const FILE_SHAPE: Record<string, Record<string, true | Record<string, true>> | t
   },
   shutdown: { gracePeriodSeconds: true },
   workers: true,
+  watch: { maxWatchers: true, maxWaitSeconds: true, heartbeatMs: true, debounceMs: true, pollMs: true },
 };
 
-function fail(source: Source, message: string): never {
+export function fail(source: Source, message: string): never {
   if (source.kind === 'file') throw new ConfigurationError(`${source.name}: ${message}`, source.file, source.name);
   if (source.kind === 'env') throw new ConfigurationError(`environment variable ${source.name}: ${message}`, undefined, source.name);
   throw new ConfigurationError(`flag ${source.name}: ${message}`, undefined, source.name);
 }
 
-const isPlainObject = (v: unknown): v is Record<string, unknown> =>
+export const isPlainObject = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function checkFileShape(value: unknown, shape: Record<string, unknown>, path: string, file: string | undefined): void {
@@ -196,7 +243,7 @@ function checkFileShape(value: unknown, shape: Record<string, unknown>, path: st
 const TRUE = new Set(['true', '1', 'yes', 'on']);
 const FALSE = new Set(['false', '0', 'no', 'off']);
 
-function toBoolean(raw: unknown, source: Source): boolean {
+export function toBoolean(raw: unknown, source: Source): boolean {
   if (typeof raw === 'boolean') return raw;
   if (typeof raw === 'string') {
     const s = raw.trim().toLowerCase();
@@ -206,7 +253,7 @@ function toBoolean(raw: unknown, source: Source): boolean {
   return fail(source, `must be true or false, got ${describe(raw)}`);
 }
 
-function toInteger(raw: unknown, source: Source, min: number, max: number): number {
+export function toInteger(raw: unknown, source: Source, min: number, max: number): number {
   let n: number | undefined;
   if (typeof raw === 'number') n = raw;
   else if (typeof raw === 'string' && /^\s*\d+\s*$/.test(raw)) n = Number(raw.trim());
@@ -216,20 +263,20 @@ function toInteger(raw: unknown, source: Source, min: number, max: number): numb
   return n;
 }
 
-function toText(raw: unknown, source: Source): string {
+export function toText(raw: unknown, source: Source): string {
   if (typeof raw !== 'string' || raw.trim() === '') return fail(source, `must be a non-empty string, got ${describe(raw)}`);
   return raw.trim();
 }
 
 /** A list given as an array (file) or a comma-separated string (env, or file). Empty items are dropped. */
-function toList(raw: unknown, source: Source): string[] {
+export function toList(raw: unknown, source: Source): string[] {
   if (typeof raw === 'string') return raw.split(',').map((s) => s.trim()).filter(Boolean);
   if (Array.isArray(raw) && raw.every((s) => typeof s === 'string')) return raw.map((s) => s.trim()).filter(Boolean);
   return fail(source, `must be a list of strings or a comma-separated string, got ${describe(raw)}`);
 }
 
 /** Describe a bad value without echoing secrets or long text. */
-function describe(raw: unknown): string {
+export function describe(raw: unknown): string {
   if (raw === null) return 'null';
   if (Array.isArray(raw)) return 'a list';
   if (typeof raw === 'string') return raw.length > 40 ? `a ${raw.length}-character string` : JSON.stringify(raw);
@@ -363,9 +410,17 @@ export function resolveSettings(input: ResolveSettingsInput = {}): ServerSetting
   const authEnabled = read(undefined, ENV.authEnabled, ['auth', 'enabled'], toBoolean, false);
   const keysHit = pick(undefined, ENV.presharedKeys, ['auth', 'presharedKeys']);
   const presharedKeys = keysHit ? toList(keysHit[0], keysHit[1]) : [];
-  if (authEnabled && presharedKeys.length === 0) {
+  const { access, audit, rateLimit } = resolveAccessSettings(
+    (envName, filePath) => pick(undefined, envName, filePath),
+    (source) => (source.kind === 'file' ? fileDir : cwd),
+  );
+  if (authEnabled && presharedKeys.length === 0 && access.credentials.length === 0 && !access.jwt) {
     const src = keysHit?.[1] ?? pick(undefined, ENV.authEnabled, ['auth', 'enabled'])![1];
-    fail(src, `authentication is enabled but no preshared key is set (${ENV.presharedKeys} or interface.proxy.auth.presharedKeys)`);
+    fail(
+      src,
+      `authentication is enabled but no preshared key is set (${ENV.presharedKeys} or interface.proxy.auth.presharedKeys), ` +
+        'and no credential (interface.proxy.auth.credentials) or JWT issuer (interface.proxy.auth.jwt) either',
+    );
   }
   if (authEnabled) {
     for (const k of presharedKeys) {
@@ -374,6 +429,15 @@ export function resolveSettings(input: ResolveSettingsInput = {}): ServerSetting
   }
 
   const logEnabled = read(undefined, ENV.logEnabled, ['log', 'enabled'], toBoolean, true);
+  const metricsEnabled = read(undefined, ENV.metricsEnabled, ['metrics', 'enabled'], toBoolean, true);
+  const metricsKeyHit = pick(undefined, ENV.metricsKey, ['metrics', 'key']);
+  let metricsKey: string | undefined;
+  if (metricsKeyHit) {
+    metricsKey = String(metricsKeyHit[0]);
+    if (typeof metricsKeyHit[0] !== 'string' || /\s/.test(metricsKey) || metricsKey.length < 8) {
+      fail(metricsKeyHit[1], 'the metrics key must be at least 8 characters without spaces');
+    }
+  }
   const docsEnabled = read(undefined, ENV.docsEnabled, ['docs', 'enabled'], toBoolean, true);
   const docsPublic = read(undefined, ENV.docsPublic, ['docs', 'public'], toBoolean, false);
 
@@ -392,15 +456,28 @@ export function resolveSettings(input: ResolveSettingsInput = {}): ServerSetting
   };
   const gracePeriodSeconds = read(undefined, ENV.grace, ['shutdown', 'gracePeriodSeconds'], (r, s) => toInteger(r, s, 0, 3600), d.shutdown.gracePeriodSeconds);
   const workers = read('workers', ENV.workers, ['workers'], (r, s) => toInteger(r, s, 1, 1024), availableParallelism());
+  const watchSetting = (name: keyof WatchSettings, min: number, max: number) =>
+    read(undefined, ENV[name], ['watch', name], (r, s) => toInteger(r, s, min, max), d.watch[name]);
+  const watch: WatchSettings = {
+    maxWatchers: watchSetting('maxWatchers', 0, 10_000_000),
+    maxWaitSeconds: watchSetting('maxWaitSeconds', 1, 86_400),
+    heartbeatMs: watchSetting('heartbeatMs', 10, 3_600_000),
+    debounceMs: watchSetting('debounceMs', 0, 60_000),
+    pollMs: watchSetting('pollMs', 10, 3_600_000),
+  };
 
   return {
     http: { port, host, tls: { enabled: tlsEnabled, cert, key }, allowedOrigins, trustProxy, headersTimeoutMs, requestTimeoutMs, idleTimeoutMs },
-    auth: { enabled: authEnabled, presharedKeys },
+    auth: { enabled: authEnabled, presharedKeys, ...access },
+    audit,
+    rateLimit,
     log: { enabled: logEnabled },
+    metrics: { enabled: metricsEnabled, key: metricsKey },
     docs: { enabled: docsEnabled, public: docsPublic },
     limits: { bodyBytes, commands, keys, ...engineLimits },
     shutdown: { gracePeriodSeconds },
     workers,
+    watch,
   };
 }
 
@@ -422,11 +499,20 @@ export function settingsWith(overrides: SettingsOverrides = {}): ServerSettings 
       requestTimeoutMs: o.http?.requestTimeoutMs ?? Math.max(d.http.requestTimeoutMs, o.http?.headersTimeoutMs ?? 0),
       idleTimeoutMs: o.http?.idleTimeoutMs ?? d.http.idleTimeoutMs,
     },
-    auth: { enabled: o.auth?.enabled ?? false, presharedKeys: o.auth?.presharedKeys ?? [] },
+    auth: {
+      enabled: o.auth?.enabled ?? false,
+      presharedKeys: o.auth?.presharedKeys ?? [],
+      credentials: (o.auth?.credentials as ServerSettings['auth']['credentials'] | undefined) ?? [],
+      jwt: o.auth?.jwt as ServerSettings['auth']['jwt'],
+    },
+    audit: { ...d.audit, ...o.audit },
+    rateLimit: { ...d.rateLimit, ...o.rateLimit },
     log: { ...d.log, ...o.log },
+    metrics: { ...d.metrics, ...o.metrics },
     docs: { ...d.docs, ...o.docs },
     limits: { ...d.limits, ...o.limits },
     shutdown: { ...d.shutdown, ...o.shutdown },
     workers: o.workers ?? 1,
+    watch: { ...d.watch, ...o.watch },
   };
 }

@@ -24,6 +24,7 @@ import { Lifecycle } from './lifecycle.js';
 import { createLogger } from './logger.js';
 import { describeSandboxBuild } from '../expressions/isolated-vm.js';
 import { resolveSettings, type ServerSettings, type SettingsFlags } from './settings.js';
+import { startTracing } from './tracing.js';
 
 export interface ServeInput {
   /** `--config` */
@@ -127,6 +128,8 @@ export async function startServer(prepared: Prepared, hooks: StartHooks = {}, lo
     throw e;
   }
 
+  // Traces only when the OTEL_* variables ask for them (docs/operations.md); before the app, which looks for a tracer.
+  const tracing = startTracing(process.env);
   const listenPort = pinnedPort() ?? settings.http.port;
   let app: FastifyInstance;
   try {
@@ -135,7 +138,7 @@ export async function startServer(prepared: Prepared, hooks: StartHooks = {}, lo
     // kernel then drops new connections, probes included, for a 1 s SYN retry. The kernel caps this at somaxconn.
     await app.listen({ port: listenPort, host: settings.http.host, backlog: 4096 });
   } catch (e) {
-    await Promise.allSettled([registry.close(), evaluator.close()]);
+    await Promise.allSettled([registry.close(), evaluator.close(), tracing?.shutdown()]);
     throw listenError(e, settings, listenPort);
   }
   const address = app.server.address();
@@ -173,7 +176,7 @@ export async function startServer(prepared: Prepared, hooks: StartHooks = {}, lo
       // Keep answering (with `Connection: close`) until nothing is in flight, so /ready reports 503 to whoever asks.
       await lifecycle.whenIdle(Math.min(graceMs / 2, 5000));
       await Promise.race([app.close(), sleep(graceMs + 1000)]);
-      await Promise.race([Promise.allSettled([registry.close(), evaluator.close()]), sleep(2000)]);
+      await Promise.race([Promise.allSettled([registry.close(), evaluator.close(), tracing?.shutdown()]), sleep(2000)]);
       clearTimeout(deadline);
       log.info({ forced }, 'stopped');
       resolveDone(exitCode);

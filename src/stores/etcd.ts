@@ -8,13 +8,20 @@
  * unchanged (0 = still absent); when another writer got there first, it is retried.
  *
  * The client's circuit breaker and retries reconnect by themselves when etcd is back (within about 5 s).
+ *
+ * Change feed: etcd's own watch over the whole key space (the layout has no prefix), on the client's shared watch
+ * stream. Each put or delete of a storage key this store object has been asked for (or is being asked for) reports
+ * the sets it was read for; other keys are dropped here (they cannot have changed an answer). After a lost connection the watch is resumed from the last revision it saw, so events in between
+ * are replayed (and `change({})` is sent as well); when that revision was compacted away, a new watch starts from the
+ * present.
  */
-import type { Etcd3, IOptions } from 'etcd3';
+import type { Etcd3, IOptions, Watcher } from 'etcd3';
 import { etcdDriver } from './drivers.js';
 import { StoreUnavailableError } from '../core/errors.js';
 import { unavailable, withTimeout } from './common.js';
-import { applyKeyValueWrites, decodeKeyValue, storageKeys } from './key-value.js';
-import type { Config, ConfigQuery, ConfigStore } from './types.js';
+import { backoff, FeedLife, FeedSink, OpenFeeds } from './feed.js';
+import { applyKeyValueWrites, decodeKeyValue, ReadKeys, storageKeys } from './key-value.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from './types.js';
 
 export interface EtcdStoreOptions {
   hosts: string | string[];
@@ -30,6 +37,9 @@ export class EtcdConfigStore implements ConfigStore {
   readonly type = 'etcd';
   private client: Etcd3 | undefined;
   private readonly timeoutMs: number;
+  private readonly openFeeds = new OpenFeeds();
+  /** The storage keys reads have asked for: what the change feeds report. */
+  private readonly read = new ReadKeys();
 
   constructor(
     readonly name: string,
@@ -89,7 +99,7 @@ export class EtcdConfigStore implements ConfigStore {
   async get(queries: readonly ConfigQuery[]): Promise<Config[]> {
     if (!queries.length) return [];
     const keys = storageKeys(queries);
-    const found = await this.guard((c) => this.readKeys(c, keys));
+    const found = await this.read.around(queries, () => this.guard((c) => this.readKeys(c, keys)));
     const raw = new Map<string, string | undefined>();
     for (const k of keys) raw.set(k, found.get(k)?.value);
     return decodeKeyValue(queries, raw);
@@ -139,7 +149,56 @@ export class EtcdConfigStore implements ConfigStore {
     });
   }
 
+  watch(listener: ChangeListener): ChangeFeed {
+    const sink = new FeedSink(listener);
+    const life = new FeedLife();
+    const onKey = (kv: { key: Buffer }) => {
+      const key = kv.key.toString();
+      // A key no read of this store asked for cannot have changed an answer it gave: not reported.
+      if (this.read.has(key)) sink.change({ sets: this.read.setsOf(key) });
+    };
+    const run = async () => {
+      for (let attempt = 0; !life.closed; attempt++) {
+        let w: Watcher;
+        try {
+          // The empty prefix is the whole key space.
+          w = await withTimeout(this.etcd().watch().prefix('').create(), this.timeoutMs * 2 + 500, 'etcd watch');
+        } catch (e) {
+          if (life.closed) return;
+          sink.fail(unavailable(this.name, e, [this.options.password]));
+          await life.pause(backoff(attempt));
+          continue;
+        }
+        attempt = 0;
+        if (!life.closed) sink.change({}); // watching (first time, or again): anything may have changed before
+        w.on('put', onKey);
+        w.on('delete', onKey);
+        w.on('disconnected', (e) => sink.fail(unavailable(this.name, e, [this.options.password])));
+        w.on('connected', () => sink.ok());
+        // A non-recoverable error (e.g. the revision to resume from was compacted): start a new watch.
+        await Promise.race([
+          life.ended(),
+          new Promise<void>((resolve) =>
+            w.on('error', (e) => {
+              sink.fail(unavailable(this.name, e, [this.options.password]));
+              resolve();
+            }),
+          ),
+        ]);
+        await w.cancel().catch(() => undefined);
+        if (!life.closed) await life.pause(backoff(0));
+      }
+    };
+    const running = run();
+    return this.openFeeds.add(async () => {
+      sink.close();
+      life.close();
+      await running;
+    });
+  }
+
   async close(): Promise<void> {
+    await this.openFeeds.closeAll();
     const c = this.client;
     this.client = undefined;
     c?.close();

@@ -1,10 +1,16 @@
-/** `in-memory`: configs in process memory. For tests and examples; lost when the process ends. */
+/**
+ * `in-memory`: configs in process memory. For tests and examples; lost when the process ends. Its change feed is told
+ * of each write directly (nothing else can write to it).
+ */
 import { lookUp, splitWrites, type SetIndex } from './common.js';
-import type { Config, ConfigQuery, ConfigStore } from './types.js';
+import { FeedSink, LocalFeeds, OpenFeeds, setsOf } from './feed.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from './types.js';
 
 export class InMemoryConfigStore implements ConfigStore {
   readonly type = 'in-memory';
   private readonly data: SetIndex = new Map();
+  private readonly feeds = new LocalFeeds();
+  private readonly openFeeds = new OpenFeeds();
 
   constructor(readonly name = 'in-memory') {}
 
@@ -22,7 +28,19 @@ export class InMemoryConfigStore implements ConfigStore {
       if (!keys) this.data.set(c.set, (keys = new Map()));
       keys.set(c.key, { set: c.set, key: c.key, value: c.value });
     }
+    if (configs.length) this.feeds.written(configs);
   }
 
-  async close(): Promise<void> {}
+  watch(listener: ChangeListener): ChangeFeed {
+    const sink = new FeedSink(listener);
+    const remove = this.feeds.add((configs) => sink.change({ sets: setsOf(configs) }));
+    return this.openFeeds.add(() => {
+      sink.close();
+      remove();
+    });
+  }
+
+  async close(): Promise<void> {
+    await this.openFeeds.closeAll();
+  }
 }

@@ -5,6 +5,7 @@ import { EtcdConfigStore } from './etcd.js';
 import { InMemoryConfigStore } from './in-memory.js';
 import { JsonFileConfigStore } from './json-file.js';
 import { MysqlConfigStore } from './mysql.js';
+import { DEFAULT_FEED_INTERVAL_MS, feedIntervalOf } from './feed.js';
 import { normaliseStoreType, STORE_TYPES, type StoreType } from './normalise.js';
 import { PostgresConfigStore } from './postgresql.js';
 import { RedisConfigStore } from './redis.js';
@@ -23,20 +24,22 @@ export { EtcdConfigStore } from './etcd.js';
 export { BackupDatabase } from './backup.js';
 export { configId, DEFAULT_TIMEOUT_MS } from './common.js';
 
-const SQL_SERVER_SETTINGS = ['url', 'host', 'port', 'username', 'user', 'password', 'database', 'ssl', 'tableName', 'timeout', 'poolSize'] as const;
+const SQL_SERVER_SETTINGS = [
+  'url', 'host', 'port', 'username', 'user', 'password', 'database', 'ssl', 'tableName', 'timeout', 'poolSize', 'feedIntervalMs',
+] as const;
 
 /**
  * The `configuration` properties each store kind reads (and nothing else: `.configu` loading rejects any other name,
  * so a misspelt `tablename` is a start-up error instead of data silently going to the default table).
  */
 export const STORE_SETTINGS: Readonly<Record<StoreType, readonly string[]>> = {
-  'json-file': ['path', 'watch', 'recheckMs', 'lockTimeoutMs', 'staleLockMs'],
+  'json-file': ['path', 'watch', 'recheckMs', 'lockTimeoutMs', 'staleLockMs', 'feedIntervalMs'],
   'in-memory': [],
-  sqlite: ['database', 'tableName', 'timeout'],
-  postgresql: SQL_SERVER_SETTINGS,
+  sqlite: ['database', 'tableName', 'timeout', 'feedIntervalMs'],
+  postgresql: [...SQL_SERVER_SETTINGS, 'notify'],
   mysql: SQL_SERVER_SETTINGS,
   mariadb: SQL_SERVER_SETTINGS,
-  redis: ['url', 'host', 'port', 'username', 'password', 'db', 'timeout'],
+  redis: ['url', 'host', 'port', 'username', 'password', 'db', 'timeout', 'feedIntervalMs'],
   etcd: ['hosts', 'host', 'url', 'username', 'password', 'timeout'],
 };
 
@@ -54,6 +57,7 @@ function optBoolean(conf: StoreSettings, prop: string, store: string): boolean |
 
 function sqlServerOptions(conf: StoreSettings, name: string) {
   return {
+    feedIntervalMs: feedIntervalOf(conf, name, DEFAULT_FEED_INTERVAL_MS.sql),
     url: optString(conf, 'url', name),
     host: optString(conf, 'host', name),
     port: optNumber(conf, 'port', name),
@@ -84,15 +88,17 @@ export function createStore(type: string, configuration: StoreSettings = {}, nam
         recheckMs: optNumber(conf, 'recheckMs', name),
         lockTimeoutMs: optNumber(conf, 'lockTimeoutMs', name),
         staleLockMs: optNumber(conf, 'staleLockMs', name),
+        feedIntervalMs: feedIntervalOf(conf, name, DEFAULT_FEED_INTERVAL_MS['json-file']),
       });
     case 'sqlite':
       return new SqliteConfigStore(name, {
         database: reqString(conf, 'database', name),
         tableName: tableNameOf(conf, name),
         timeoutMs: timeoutOf(conf, name),
+        feedIntervalMs: feedIntervalOf(conf, name, DEFAULT_FEED_INTERVAL_MS.sqlite),
       });
     case 'postgresql':
-      return new PostgresConfigStore(name, sqlServerOptions(conf, name));
+      return new PostgresConfigStore(name, { ...sqlServerOptions(conf, name), notify: optBoolean(conf, 'notify', name) ?? false });
     case 'mysql':
     case 'mariadb':
       return new MysqlConfigStore(name, sqlServerOptions(conf, name), kind);
@@ -105,6 +111,7 @@ export function createStore(type: string, configuration: StoreSettings = {}, nam
         password: optString(conf, 'password', name),
         db: optNumber(conf, 'db', name),
         timeoutMs: timeoutOf(conf, name),
+        feedIntervalMs: feedIntervalOf(conf, name, DEFAULT_FEED_INTERVAL_MS.redis),
       });
     case 'etcd': {
       const hosts = conf.hosts ?? conf.host ?? conf.url;

@@ -16,15 +16,21 @@
  *
  * A file that cannot be read or parsed makes every request fail with StoreUnavailableError naming the store (the
  * file is never overwritten while it is corrupt); the store recovers as soon as the file is fixed.
+ *
+ * Change feed (`watch`): file-system notifications on the folder (an editor's save replaces the file by a rename,
+ * which a watch on the file itself would lose), plus a check every `feedIntervalMs` (default 1000 ms) as a safety net
+ * for file systems that deliver no events (network mounts, some containers). Each look compares the fingerprint, and
+ * when it moved, reads the file and reports exactly the sets whose configs differ from the last look.
  */
-import { statSync, watch, type FSWatcher } from 'node:fs';
+import { readFileSync, statSync, watch, type FSWatcher } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
 import { StoreUnavailableError } from '../core/errors.js';
 import { writeFileAtomic } from './atomic-write.js';
 import { FileLock, sweepLeftovers } from './file-lock.js';
 import { indexBySet, lookUp, Mutex, pairKey, reasonOf, splitWrites, type SetIndex } from './common.js';
-import type { Config, ConfigQuery, ConfigStore } from './types.js';
+import { changedSets, DEFAULT_FEED_INTERVAL_MS, FeedSink, OpenFeeds, Poller } from './feed.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from './types.js';
 
 export interface JsonFileStoreOptions {
   /** Absolute path of the file. */
@@ -41,6 +47,8 @@ export interface JsonFileStoreOptions {
   watch?: boolean;
   /** In watch mode, re-check the fingerprint at least this often even without events (ms). Default 1000. */
   recheckMs?: number;
+  /** Change feed: the safety-net check's period (ms) behind the file-system notifications. Default 1000. */
+  feedIntervalMs?: number;
 }
 
 type Parsed = { ok: true; configs: Map<string, Config> } | { ok: false; reason: string };
@@ -76,6 +84,22 @@ export function parseJsonConfigs(text: string): Parsed {
   return { ok: true, configs };
 }
 
+/** `set -> its configs` in a canonical text (sorted by key), to tell which sets a new version of the file changed. */
+function setSnapshot(configs: Iterable<Config>): Map<string, string> {
+  const bySet = new Map<string, Config[]>();
+  for (const c of configs) {
+    const list = bySet.get(c.set);
+    if (list) list.push(c);
+    else bySet.set(c.set, [c]);
+  }
+  const out = new Map<string, string>();
+  for (const [set, list] of bySet) {
+    list.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    out.set(set, JSON.stringify(list.map((c) => [c.key, c.value])));
+  }
+  return out;
+}
+
 const isCode = (e: unknown, ...codes: string[]) => codes.includes((e as NodeJS.ErrnoException)?.code ?? '');
 
 export class JsonFileConfigStore implements ConfigStore {
@@ -105,6 +129,10 @@ export class JsonFileConfigStore implements ConfigStore {
   private refreshing: Promise<void> | undefined;
   private readonly writes = new Mutex();
   private closed = false;
+  private readonly feedIntervalMs: number;
+  /** The change feeds' pollers: a write through this object makes them look at once. */
+  private readonly feedPollers = new Set<Poller>();
+  private readonly openFeeds = new OpenFeeds();
 
   constructor(
     readonly name: string,
@@ -115,6 +143,7 @@ export class JsonFileConfigStore implements ConfigStore {
     this.lock = new FileLock({ path: `${options.path}.lock`, store: name, timeoutMs: options.lockTimeoutMs ?? 5000, staleMs: this.staleLockMs });
     this.recheckMs = options.recheckMs ?? 1000;
     this.useWatch = options.watch ?? false;
+    this.feedIntervalMs = options.feedIntervalMs ?? DEFAULT_FEED_INTERVAL_MS['json-file'];
   }
 
   async init(): Promise<void> {
@@ -157,10 +186,91 @@ export class JsonFileConfigStore implements ConfigStore {
         await lock.release();
       }
     });
+    for (const p of this.feedPollers) p.now();
+  }
+
+  watch(listener: ChangeListener): ChangeFeed {
+    const sink = new FeedSink(listener);
+    const base = basename(this.path);
+    let watcher: FSWatcher | undefined;
+    let fingerprint: string | undefined;
+    let snapshot: Map<string, string> | undefined;
+
+    /** One look: fingerprint, then (when it moved) the file's per-set snapshot. Synchronous: one stat, maybe one read. */
+    const look = (): void => {
+      if (!watcher && !sink.isClosed) watcher = watchFolder();
+      let now: string;
+      let next: Map<string, string>;
+      try {
+        const st = statSync(this.path, { bigint: true, throwIfNoEntry: false });
+        if (st !== undefined && !st.isFile()) throw Object.assign(new Error('not a file'), { code: 'EISDIR' });
+        now = st === undefined ? 'missing' : `${st.ino}:${st.size}:${st.mtimeNs}`;
+        if (now === fingerprint) {
+          sink.ok();
+          return;
+        }
+        let text = '';
+        if (st !== undefined) {
+          try {
+            text = readFileSync(this.path, 'utf8');
+          } catch (e) {
+            if (!isCode(e, 'ENOENT')) throw e;
+            poller.now(); // replaced while we looked: look again
+            return;
+          }
+        }
+        const parsed = parseJsonConfigs(text);
+        if (!parsed.ok) throw new StoreUnavailableError(this.name, parsed.reason);
+        next = setSnapshot(parsed.configs.values());
+      } catch (e) {
+        fingerprint = undefined;
+        sink.fail(e instanceof StoreUnavailableError ? e : new StoreUnavailableError(this.name, `cannot read the file: ${reasonOf(e)}`));
+        return;
+      }
+      fingerprint = now;
+      const before = snapshot;
+      snapshot = next;
+      if (!before) {
+        sink.ok();
+        return;
+      }
+      const sets = changedSets(before, next);
+      if (sets.length) sink.change({ sets });
+      else sink.ok();
+    };
+    const poller = new Poller(this.feedIntervalMs, async () => look());
+    const watchFolder = (): FSWatcher | undefined => {
+      try {
+        const w = watch(dirname(this.path), { persistent: false }, (_event, filename) => {
+          if (filename === null || filename === undefined || String(filename) === base) poller.now();
+        });
+        w.on('error', () => {
+          // Folder removed or watch limit reached: the periodic check carries on and watches again later.
+          w.close();
+          if (watcher === w) watcher = undefined;
+          poller.now();
+        });
+        return w;
+      } catch {
+        return undefined;
+      }
+    };
+    // The first look is synchronous: what watch() returns compares against the file as it is now.
+    look();
+    poller.start();
+    this.feedPollers.add(poller);
+    return this.openFeeds.add(async () => {
+      sink.close();
+      this.feedPollers.delete(poller);
+      watcher?.close();
+      watcher = undefined;
+      await poller.stop();
+    });
   }
 
   async close(): Promise<void> {
     this.closed = true;
+    await this.openFeeds.closeAll();
     this.watcher?.close();
     this.watcher = undefined;
   }

@@ -105,3 +105,60 @@ export function applyKeyValueWrites(
   }
   return changes;
 }
+
+/** At most this many storage keys are remembered by ReadKeys (the oldest dropped first). */
+export const MAX_READ_KEYS = 100_000;
+
+/**
+ * The storage keys reads of one store object have asked for, with the sets read from each, and those a read in flight
+ * is asking for. A change feed reports a key only when it is here: a key no read asked for cannot have changed an
+ * answer the store gave.
+ */
+export class ReadKeys {
+  private readonly known = new Map<string, Set<string>>();
+  private readonly inFlight = new Map<string, number>();
+
+  /** Run a read of `queries`: the keys count as asked for from before it is sent (an event may beat the answer). */
+  async around<T>(queries: readonly ConfigQuery[], read: () => Promise<T>): Promise<T> {
+    const keys = storageKeys(queries);
+    for (const k of keys) this.inFlight.set(k, (this.inFlight.get(k) ?? 0) + 1);
+    try {
+      return await read();
+    } finally {
+      for (const k of keys) {
+        const n = (this.inFlight.get(k) ?? 1) - 1;
+        if (n > 0) this.inFlight.set(k, n);
+        else this.inFlight.delete(k);
+      }
+      for (const q of queries) {
+        const key = storageKeyOf(q);
+        let sets = this.known.get(key);
+        if (!sets) {
+          if (this.known.size >= MAX_READ_KEYS) this.known.delete(this.known.keys().next().value!);
+          this.known.set(key, (sets = new Set()));
+        }
+        sets.add(q.set);
+      }
+    }
+  }
+
+  /** Read, or being read. */
+  has(key: string): boolean {
+    return this.known.has(key) || this.inFlight.has(key);
+  }
+
+  /** The sets a key was read for (both readings of the layout when it was only being read). */
+  setsOf(key: string): string[] {
+    const sets = this.known.get(key);
+    return sets ? [...sets] : [key, ''];
+  }
+
+  /** Keys whose reads have completed. */
+  keys(): string[] {
+    return [...this.known.keys()];
+  }
+
+  completed(key: string): boolean {
+    return this.known.has(key);
+  }
+}

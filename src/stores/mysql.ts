@@ -6,13 +6,20 @@
  * table created by someone else with a case-insensitive collation treats them as one row (reads still filter
  * exactly). The unique (set, key) index is a full index on MariaDB >= 10.4 (hash-based long unique); MySQL, which
  * cannot index whole TEXT columns, gets a 255-character prefix index instead.
+ *
+ * Change feed: MySQL and MariaDB have no notifications, so every `feedIntervalMs` (default 1000) the feed runs one
+ * aggregate over the table, grouped by set: the row count, a sum and an XOR of CRC32 checksums of each row's key and
+ * value. It reads the whole table (values included) once per period, and reports exactly the sets whose checksum
+ * moved. (`CHECKSUM TABLE` cannot say which set changed, and InnoDB's `UPDATE_TIME` is kept in memory only, may be
+ * NULL and has a one-second resolution.)
  */
 import type mysql from 'mysql2/promise';
 import { mysqlDriver } from './drivers.js';
 import { LimitError } from '../core/errors.js';
 import { causeOf, configId, indexName, connectionSecrets } from './common.js';
+import { DEFAULT_FEED_INTERVAL_MS } from './feed.js';
 import { SqlConfigStore } from './sql.js';
-import type { Config, ConfigQuery } from './types.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery } from './types.js';
 
 export interface MysqlStoreOptions {
   url?: string;
@@ -25,6 +32,8 @@ export interface MysqlStoreOptions {
   tableName?: string;
   timeoutMs?: number;
   poolSize?: number;
+  /** Period of the change feed's check (ms). */
+  feedIntervalMs?: number;
 }
 
 const q = (id: string) => `\`${id.replace(/`/g, '``')}\``;
@@ -149,6 +158,16 @@ export class MysqlConfigStore extends SqlConfigStore {
       }
       throw e;
     }
+  }
+
+  watch(listener: ChangeListener): ChangeFeed {
+    const sql =
+      `SELECT \`set\` AS s, CONCAT(COUNT(*), ':', SUM(CRC32(CONCAT_WS(0x1f, \`key\`, \`value\`))), ':', ` +
+      `BIT_XOR(CRC32(CONCAT_WS(0x1f, \`value\`, \`key\`)))) AS v FROM ${q(this.table)} GROUP BY \`set\``;
+    return this.pollingFeed(listener, this.options.feedIntervalMs ?? DEFAULT_FEED_INTERVAL_MS.sql, async () => {
+      const [rows] = await this.exec(sql);
+      return new Map((rows as Array<{ s: string | Buffer; v: string | Buffer }>).map((r) => [String(r.s), String(r.v)]));
+    });
   }
 
   protected isMissingTable(err: unknown): boolean {

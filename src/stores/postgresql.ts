@@ -6,12 +6,23 @@
  * A batch read is one statement joining the table with `unnest($1::text[], $2::text[])`; a batch write is one
  * statement (a data-modifying CTE deletes the "" values, the INSERT ... ON CONFLICT ("set", "key") upserts the rest).
  * The pool drops broken connections and opens new ones, so the store recovers by itself when the server is back.
+ *
+ * Change feed, two ways:
+ *   - `notify: true`: the feed installs (when absent) a trigger on the table that calls `pg_notify` for every inserted,
+ *     updated or deleted row (and on TRUNCATE), with the row's set as payload, on the channel `cfgu_<tableName>`; the
+ *     feed LISTENs on one dedicated connection. Any client's writes are seen at commit, whatever wrote them.
+ *     PostgreSQL folds identical notices of one transaction into one, so a batch costs one notice per set.
+ *   - otherwise, every `feedIntervalMs` (default 1000): one aggregate over the table, grouped by set, of the row
+ *     count and a sum of hashes of each row's id and xmin (the transaction that wrote that row version). It reads
+ *     tuple headers and ids only (never the values), and reports exactly the sets whose aggregate moved.
  */
 import type pg from 'pg';
 import { pgDriver } from './drivers.js';
-import { configId, indexName, connectionSecrets } from './common.js';
+import { StoreUnavailableError } from '../core/errors.js';
+import { configId, indexName, connectionSecrets, unavailable } from './common.js';
+import { backoff, DEFAULT_FEED_INTERVAL_MS, FeedLife, FeedSink } from './feed.js';
 import { SqlConfigStore } from './sql.js';
-import type { Config, ConfigQuery } from './types.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery } from './types.js';
 
 export interface PostgresStoreOptions {
   url?: string;
@@ -24,6 +35,10 @@ export interface PostgresStoreOptions {
   tableName?: string;
   timeoutMs?: number;
   poolSize?: number;
+  /** Install the NOTIFY trigger and LISTEN (default false: periodic check). */
+  notify?: boolean;
+  /** Period of the periodic check, without `notify` (ms). */
+  feedIntervalMs?: number;
 }
 
 const q = (id: string) => `"${id.replace(/"/g, '""')}"`;
@@ -45,7 +60,12 @@ export class PostgresConfigStore extends SqlConfigStore {
     return connectionSecrets(this.options);
   }
 
-  private makePool(): pg.Pool {
+  /** The NOTIFY channel of this table (at most 63 bytes, PostgreSQL's identifier limit). */
+  get channel(): string {
+    return `cfgu_${this.table}`.slice(0, 63);
+  }
+
+  private clientConfig(): pg.PoolConfig {
     const o = this.options;
     const config: pg.PoolConfig = {
       connectionTimeoutMillis: this.timeoutMs,
@@ -64,7 +84,11 @@ export class PostgresConfigStore extends SqlConfigStore {
       if (o.database !== undefined) config.database = o.database;
     }
     if (o.ssl !== undefined) config.ssl = o.ssl as pg.PoolConfig['ssl'];
-    const pool = new (pgDriver().Pool)(config);
+    return config;
+  }
+
+  private makePool(): pg.Pool {
+    const pool = new (pgDriver().Pool)(this.clientConfig());
     // An idle connection that dies (server restart) emits 'error' on the pool; the pool discards it. Without a
     // listener the process would crash.
     pool.on('error', () => undefined);
@@ -97,6 +121,109 @@ export class PostgresConfigStore extends SqlConfigStore {
         if (code !== '23505' && code !== '42P07') throw e;
       }
     }
+  }
+
+  /**
+   * The NOTIFY trigger (see the header); installed once, kept when present. Installed by the feed, not at connect:
+   * a role without the right to create it can still read and write; its feed reports the refusal as error().
+   */
+  private async installTrigger(): Promise<void> {
+    const trigger = indexName('cfgu_notify', this.table);
+    const found = await this.pool!.query({
+      text: `SELECT 1 FROM pg_trigger WHERE tgrelid = $1::regclass AND tgname = $2`,
+      values: [q(this.table), trigger],
+    });
+    if (found.rowCount) return;
+    const channel = this.channel.replace(/'/g, "''");
+    const statements = [
+      // One function for every table: the channel is the trigger's argument. A set longer than a notice payload
+      // can carry is sent as "*" (any set); a set is sent with an "s" in front so that "*" stays unambiguous.
+      `CREATE FUNCTION cfgu_notify_change() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+  IF TG_LEVEL = 'STATEMENT' THEN
+    PERFORM pg_notify(TG_ARGV[0], '*');
+    RETURN NULL;
+  END IF;
+  IF TG_OP <> 'INSERT' THEN
+    PERFORM pg_notify(TG_ARGV[0], CASE WHEN octet_length(OLD."set") < 7000 THEN 's' || OLD."set" ELSE '*' END);
+  END IF;
+  IF TG_OP <> 'DELETE' THEN
+    PERFORM pg_notify(TG_ARGV[0], CASE WHEN octet_length(NEW."set") < 7000 THEN 's' || NEW."set" ELSE '*' END);
+  END IF;
+  RETURN NULL;
+END
+$fn$`,
+      `CREATE TRIGGER ${q(trigger)} AFTER INSERT OR UPDATE OR DELETE ON ${q(this.table)} ` +
+        `FOR EACH ROW EXECUTE FUNCTION cfgu_notify_change('${channel}')`,
+      `CREATE TRIGGER ${q(indexName('cfgu_notify_truncate', this.table))} AFTER TRUNCATE ON ${q(this.table)} ` +
+        `FOR EACH STATEMENT EXECUTE FUNCTION cfgu_notify_change('${channel}')`,
+    ];
+    // The function is shared by every table (and role): created only when absent, since replacing it needs its owner.
+    const fn = await this.pool!.query<{ present: boolean }>(`SELECT to_regprocedure('cfgu_notify_change()') IS NOT NULL AS present`);
+    if (fn.rows[0]?.present) statements.shift();
+    for (const sql of statements) {
+      try {
+        await this.pool!.query(sql);
+      } catch (e) {
+        // Another process installing the same function or trigger at the same moment: theirs is as good as ours.
+        const code = (e as { code?: string }).code;
+        if (code !== '42710' && code !== '42723' && code !== '23505') throw e;
+      }
+    }
+  }
+
+  watch(listener: ChangeListener): ChangeFeed {
+    if (!this.options.notify) {
+      const t = q(this.table);
+      const sql =
+        `SELECT "set" AS s, count(*)::text || ':' || coalesce(sum(hashtextextended("id" || ':' || xmin::text, 0)), 0)::text AS v ` +
+        `FROM ${t} GROUP BY "set"`;
+      return this.pollingFeed(listener, this.options.feedIntervalMs ?? DEFAULT_FEED_INTERVAL_MS.sql, async () => {
+        const res = await this.pool!.query<{ s: string; v: string }>(sql);
+        return new Map(res.rows.map((r) => [r.s, r.v]));
+      });
+    }
+    const sink = new FeedSink(listener);
+    const life = new FeedLife();
+    const run = async () => {
+      for (let attempt = 0; !life.closed; attempt++) {
+        const c = new (pgDriver().Client)({ ...this.clientConfig(), keepAlive: true, query_timeout: undefined, statement_timeout: undefined });
+        const lost = new Promise<Error | undefined>((resolve) => {
+          c.on('error', (e) => resolve(e));
+          c.on('end', () => resolve(new Error('connection closed')));
+          void life.ended().then(() => resolve(undefined));
+        });
+        try {
+          await this.ready.ensure(); // the table
+          await this.guard('install the notify trigger', () => this.installTrigger());
+          await c.connect();
+          c.on('notification', (m) => {
+            const p = m.payload ?? '*';
+            sink.change(p.startsWith('s') ? { sets: [p.slice(1)] } : {});
+          });
+          await c.query(`LISTEN ${q(this.channel)}`);
+        } catch (e) {
+          c.end().catch(() => undefined);
+          if (life.closed) return;
+          sink.fail(unavailable(this.name, e, this.secrets()));
+          await life.pause(backoff(attempt));
+          continue;
+        }
+        attempt = 0;
+        sink.change({}); // listening (first time, or again after an outage): anything may have changed meanwhile
+        const why = await lost;
+        await c.end().catch(() => undefined);
+        if (life.closed || !why) return;
+        sink.fail(why instanceof StoreUnavailableError ? why : unavailable(this.name, why, this.secrets()));
+        await life.pause(backoff(0));
+      }
+    };
+    const running = run();
+    return this.openFeeds.add(async () => {
+      sink.close();
+      life.close();
+      await running;
+    });
   }
 
   protected async select(pairs: readonly ConfigQuery[]): Promise<Config[]> {

@@ -8,13 +8,26 @@
  *
  * Commands never queue while the server is unreachable (`enableOfflineQueue: false`): they fail at once with
  * StoreUnavailableError, and the client keeps reconnecting in the background (back-off up to 2 s).
+ *
+ * Change feed (one extra connection per feed, in subscriber mode):
+ *   - when the server has keyspace notifications enabled (`CONFIG GET notify-keyspace-events` shows `K` with `A`,
+ *     or `K` with `$` and `g`; checked on every (re)connection, never changed by cfgu), the feed subscribes to the
+ *     keyspace channel of its database and reports every write, by anyone, to a storage key this store object has
+ *     been asked for (or is being asked for);
+ *   - otherwise it subscribes to the channel `cfgu:changes:<db>`, on which every write through cfgu publishes the
+ *     sets it wrote (inside the write's MULTI), and every `feedIntervalMs` (default 1000) it reads, with one MGET,
+ *     the storage keys this store object has been asked for, and reports those whose value moved. Writes by other
+ *     programs to keys that this store object never read cannot matter to what it answered, and are not reported.
+ * Either way, a key is reported with the sets it was read for. The server still sends the feed an event for every
+ * key written in the database (the layout has no prefix); those of keys never read are dropped here.
  */
 import type { Redis, RedisOptions } from 'ioredis';
 import { redisDriver } from './drivers.js';
 import { StoreUnavailableError } from '../core/errors.js';
 import { Mutex, unavailable, withTimeout, connectionSecrets } from './common.js';
-import { applyKeyValueWrites, decodeKeyValue, storageKeys } from './key-value.js';
-import type { Config, ConfigQuery, ConfigStore } from './types.js';
+import { DEFAULT_FEED_INTERVAL_MS, FeedSink, OpenFeeds, Poller, setsOf } from './feed.js';
+import { applyKeyValueWrites, decodeKeyValue, ReadKeys, storageKeyOf, storageKeys } from './key-value.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from './types.js';
 
 export interface RedisStoreOptions {
   url?: string;
@@ -24,15 +37,29 @@ export interface RedisStoreOptions {
   password?: string;
   db?: number;
   timeoutMs?: number;
+  /** Period of the change feed's check when the server has no keyspace notifications (ms). */
+  feedIntervalMs?: number;
 }
 
 const MAX_WRITE_ATTEMPTS = 20;
+
+/** True when `notify-keyspace-events` flags deliver keyspace events for string writes and deletions. */
+export function keyspaceEventsEnabled(flags: string): boolean {
+  return flags.includes('K') && (flags.includes('A') || (flags.includes('$') && flags.includes('g')));
+}
+
+
 
 export class RedisConfigStore implements ConfigStore {
   readonly type = 'redis';
   private client: Redis | undefined;
   private readonly writes = new Mutex();
   private readonly timeoutMs: number;
+  /** The storage keys reads have asked for: what the change feeds follow. */
+  private readonly read = new ReadKeys();
+  private readonly openFeeds = new OpenFeeds();
+  /** Polling feeds, told which storage keys a read asked for and what it found. */
+  private readonly readHooks = new Set<(queries: readonly ConfigQuery[], raw: ReadonlyMap<string, string | undefined>) => void>();
 
   constructor(
     readonly name: string,
@@ -45,7 +72,7 @@ export class RedisConfigStore implements ConfigStore {
     return connectionSecrets(this.options);
   }
 
-  private makeClient(): Redis {
+  private makeClient(overrides: RedisOptions = {}): Redis {
     const o = this.options;
     const common: RedisOptions = {
       lazyConnect: true,
@@ -55,6 +82,7 @@ export class RedisConfigStore implements ConfigStore {
       commandTimeout: this.timeoutMs,
       retryStrategy: (times) => Math.min(100 * times, 2000),
       reconnectOnError: () => false,
+      ...overrides,
     };
     if (o.username !== undefined) common.username = o.username;
     if (o.password !== undefined) common.password = o.password;
@@ -99,9 +127,10 @@ export class RedisConfigStore implements ConfigStore {
   async get(queries: readonly ConfigQuery[]): Promise<Config[]> {
     if (!queries.length) return [];
     const keys = storageKeys(queries);
-    const values = await this.guard((c) => c.mget(...keys));
+    const values = await this.read.around(queries, () => this.guard((c) => c.mget(...keys)));
     const raw = new Map<string, string | undefined>();
     keys.forEach((k, i) => raw.set(k, values[i] ?? undefined));
+    for (const hook of this.readHooks) hook(queries, raw);
     return decodeKeyValue(queries, raw);
   }
 
@@ -131,6 +160,8 @@ export class RedisConfigStore implements ConfigStore {
             if (v === null) multi.del(k);
             else multi.set(k, v);
           }
+          // Tell the change feeds of every cfgu process on this database, atomically with the write.
+          multi.publish(this.channel(c), JSON.stringify(setsOf(configs)));
           const result = await multi.exec();
           if (result === null) continue; // a watched key changed: read again and retry
           const failed = result.find(([err]) => err);
@@ -142,7 +173,115 @@ export class RedisConfigStore implements ConfigStore {
     );
   }
 
+  /** The channel on which writes through cfgu announce their sets. */
+  private channel(c: Redis): string {
+    return `cfgu:changes:${c.options.db ?? 0}`;
+  }
+
+  watch(listener: ChangeListener): ChangeFeed {
+    const sink = new FeedSink(listener);
+    /** Each followed storage key's value at the last look (null: absent). */
+    const values = new Map<string, string | null>();
+    const onRead = (queries: readonly ConfigQuery[], raw: ReadonlyMap<string, string | undefined>) => {
+      // A key first read now is compared, from the next look on, with the value this read found.
+      for (const q of queries) {
+        const key = storageKeyOf(q);
+        if (!values.has(key)) values.set(key, raw.get(key) ?? null);
+      }
+    };
+    this.readHooks.add(onRead);
+    const removeHook = () => this.readHooks.delete(onRead);
+
+    let keyspace = false;
+    /** One look: MGET the keys reads asked for; report the sets of those whose value moved. */
+    const look = async (): Promise<void> => {
+      if (keyspace) return;
+      const keys = this.read.keys();
+      const changed = new Set<string>();
+      try {
+        const c = await this.ready();
+        if (c.status !== 'ready') throw new StoreUnavailableError(this.name, 'not connected (reconnecting)');
+        for (let i = 0; i < keys.length; i += 1000) {
+          const chunk = keys.slice(i, i + 1000);
+          const now = await withTimeout(c.mget(...chunk), this.timeoutMs * 2 + 500, 'redis command');
+          chunk.forEach((k, j) => {
+            const value = now[j] ?? null;
+            if (!values.has(k)) values.set(k, value); // first look at this key: the baseline
+            else if (values.get(k) !== value) {
+              values.set(k, value);
+              for (const s of this.read.setsOf(k)) changed.add(s);
+            }
+          });
+        }
+        for (const k of values.keys()) if (!this.read.completed(k)) values.delete(k);
+      } catch (e) {
+        sink.fail(unavailable(this.name, e, this.secrets()));
+        return;
+      }
+      if (changed.size) sink.change({ sets: [...changed] });
+      else sink.ok();
+    };
+    const poller = new Poller(this.options.feedIntervalMs ?? DEFAULT_FEED_INTERVAL_MS.redis, look);
+
+    const sub = this.makeClient({ autoResubscribe: false, enableOfflineQueue: true, commandTimeout: undefined });
+    const db = sub.options.db ?? 0;
+    const keyspacePrefix = `__keyspace@${db}__:`;
+    let closed = false;
+    sub.on('close', () => {
+      if (!closed) sink.fail(new StoreUnavailableError(this.name, 'the change feed lost its connection (reconnecting)'));
+    });
+    sub.on('pmessage', (_pattern: string, channel: string) => {
+      if (!channel.startsWith(keyspacePrefix)) return;
+      const key = channel.slice(keyspacePrefix.length);
+      // A key no read of this store asked for cannot have changed an answer it gave: not reported.
+      if (this.read.has(key)) sink.change({ sets: this.read.setsOf(key) });
+    });
+    sub.on('message', (_channel: string, message: string) => {
+      let sets: unknown;
+      try {
+        sets = JSON.parse(message);
+      } catch {
+        sets = undefined;
+      }
+      sink.change(Array.isArray(sets) && sets.every((s) => typeof s === 'string') ? { sets: sets as string[] } : {});
+    });
+    sub.on('ready', () => {
+      void (async () => {
+        try {
+          let flags = '';
+          try {
+            const answer = (await sub.config('GET', 'notify-keyspace-events')) as unknown as string[];
+            flags = String(answer?.[1] ?? '');
+          } catch {
+            flags = ''; // CONFIG refused (ACL, managed service): treat as disabled
+          }
+          keyspace = keyspaceEventsEnabled(flags);
+          if (keyspace) await sub.psubscribe(`${keyspacePrefix}*`);
+          else await sub.subscribe(`cfgu:changes:${db}`);
+        } catch (e) {
+          if (!closed) sink.fail(unavailable(this.name, e, this.secrets()));
+          sub.disconnect(true); // start over on a new connection
+          return;
+        }
+        // Subscribed (first time, or again after an outage), and without keyspace events a first look taken (the
+        // baseline): anything may have changed before, so say so.
+        if (!keyspace) await look();
+        if (!closed) sink.change({});
+      })();
+    });
+    sub.connect().catch(() => undefined); // failures surface as 'close'; the client keeps reconnecting
+    poller.start();
+    return this.openFeeds.add(async () => {
+      closed = true;
+      sink.close();
+      removeHook();
+      await poller.stop();
+      sub.disconnect();
+    });
+  }
+
   async close(): Promise<void> {
+    await this.openFeeds.closeAll();
     const c = this.client;
     this.client = undefined;
     if (!c) return;

@@ -13,7 +13,8 @@
  * quoted. Each kind supplies its driver calls.
  */
 import { answerFrom, causeOf, Lazy, splitWrites, unavailable, uniqueQueries, withTimeout } from './common.js';
-import type { Config, ConfigQuery, ConfigStore } from './types.js';
+import { changedSets, FeedSink, LocalFeeds, OpenFeeds, Poller } from './feed.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from './types.js';
 
 /** Largest number of (set, key) pairs in one statement (far beyond a request's batch; keeps under bind limits). */
 export const MAX_PAIRS_PER_STATEMENT = 2000;
@@ -25,6 +26,10 @@ const byPair = (a: ConfigQuery, b: ConfigQuery): number =>
 export abstract class SqlConfigStore implements ConfigStore {
   abstract readonly type: string;
   protected readonly ready: Lazy;
+  /** The change feeds of this object, told of the writes made through it. */
+  protected readonly feeds = new LocalFeeds();
+  /** Open change feeds, closed with the store. */
+  protected readonly openFeeds = new OpenFeeds();
 
   protected constructor(
     readonly name: string,
@@ -74,6 +79,7 @@ export abstract class SqlConfigStore implements ConfigStore {
     for (let attempt = 1; ; attempt++) {
       try {
         await this.guard('write', () => this.write(upserts, deletes));
+        this.feeds.written(configs);
         return;
       } catch (e) {
         // Deadlock / serialization failure between concurrent writers: the server rolled back; try again.
@@ -90,8 +96,45 @@ export abstract class SqlConfigStore implements ConfigStore {
   }
 
   async close(): Promise<void> {
+    await this.openFeeds.closeAll();
     this.ready.reset();
     await this.disconnect().catch(() => undefined);
+  }
+
+  /**
+   * A change feed that runs `snapshot` (one aggregate per set: `set -> fingerprint`) every `intervalMs` and reports the
+   * sets whose fingerprint moved. A write through this object makes it look at once. Its first successful look is
+   * reported as `change({})` (writes made between watch() and that look are covered).
+   */
+  protected pollingFeed(listener: ChangeListener, intervalMs: number, snapshot: () => Promise<Map<string, string>>): ChangeFeed {
+    const sink = new FeedSink(listener);
+    let last: Map<string, string> | undefined;
+    const poller = new Poller(intervalMs, async () => {
+      let now: Map<string, string>;
+      try {
+        await this.ready.ensure();
+        now = await this.guard('change check', snapshot);
+      } catch (e) {
+        last = undefined;
+        sink.fail(e as Error);
+        return;
+      }
+      const before = last;
+      last = now;
+      if (!before) {
+        sink.change({});
+        return;
+      }
+      const sets = changedSets(before, now);
+      if (sets.length) sink.change({ sets });
+    });
+    const remove = this.feeds.add(() => poller.now());
+    poller.start();
+    return this.openFeeds.add(async () => {
+      sink.close();
+      remove();
+      await poller.stop();
+    });
   }
 
   /** Run a driver call with a timeout; map failures to StoreUnavailableError (secret-free). */

@@ -1,16 +1,27 @@
-/** `sqlite` (better-sqlite3): `database` (file path, or `:memory:`), `tableName` (default `config`), `timeout` (ms). */
+/**
+ * `sqlite` (better-sqlite3): `database` (file path, or `:memory:`), `tableName` (default `config`), `timeout` (ms),
+ * `feedIntervalMs` (change feed check period, default 100).
+ *
+ * Change feed: `PRAGMA data_version` on the store's own connection, every `feedIntervalMs`. SQLite changes that
+ * number on a connection whenever ANOTHER connection (another process, another store object) committed to the
+ * database file; it costs a few microseconds and no I/O beyond a shared-memory read in WAL mode. Writes through this
+ * store object do not move it, so they are reported directly. The number covers the whole database file: a commit to
+ * another table of the same file gives a spurious notice (of any set).
+ */
 import type Database from 'better-sqlite3';
 import { sqliteDriver } from './drivers.js';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { configId, indexName } from './common.js';
+import { configId, indexName, unavailable } from './common.js';
+import { DEFAULT_FEED_INTERVAL_MS, FeedSink, Poller, setsOf } from './feed.js';
 import { SqlConfigStore } from './sql.js';
-import type { Config, ConfigQuery } from './types.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery } from './types.js';
 
 export interface SqliteStoreOptions {
   database: string;
   tableName?: string;
   timeoutMs?: number;
+  feedIntervalMs?: number;
 }
 
 const q = (id: string) => `"${id.replace(/"/g, '""')}"`;
@@ -74,10 +85,40 @@ export class SqliteConfigStore extends SqlConfigStore {
   private db: Database.Database | undefined;
   private statements: SqliteStatements | undefined;
   private readonly database: string;
+  private readonly feedIntervalMs: number;
 
   constructor(name: string, options: SqliteStoreOptions) {
     super(name, options.tableName ?? 'config', options.timeoutMs ?? 3000);
     this.database = options.database;
+    this.feedIntervalMs = options.feedIntervalMs ?? DEFAULT_FEED_INTERVAL_MS.sqlite;
+  }
+
+  watch(listener: ChangeListener): ChangeFeed {
+    const sink = new FeedSink(listener);
+    let version: unknown;
+    let connection: Database.Database | undefined;
+    const poller = new Poller(this.feedIntervalMs, async () => {
+      try {
+        if (!this.db) await this.ready.ensure();
+        const db = this.db!;
+        const now = db.pragma('data_version', { simple: true });
+        const before = connection === db ? version : undefined;
+        connection = db;
+        version = now;
+        if (before === undefined) sink.change({}); // first look (or a new connection): anything may have changed
+        else if (now !== before) sink.change({});
+      } catch (e) {
+        version = undefined;
+        sink.fail(unavailable(this.name, e));
+      }
+    });
+    const remove = this.feeds.add((configs) => sink.change({ sets: setsOf(configs) }));
+    poller.start();
+    return this.openFeeds.add(async () => {
+      sink.close();
+      remove();
+      await poller.stop();
+    });
   }
 
   protected async connect(): Promise<void> {

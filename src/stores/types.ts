@@ -2,4 +2,13 @@
  * The store interface every store kind implements is a port of the engine (src/core/ports.ts): re-exported here for
  * the store implementations. A store holds Configs `{ set, key, value }` whose value is always a string.
  */
-export type { Config, ConfigQuery, ConfigStore, ResolvedStore, StoreResolver } from '../core/ports.js';
+export type {
+  ChangeFeed,
+  ChangeListener,
+  ChangeNotice,
+  Config,
+  ConfigQuery,
+  ConfigStore,
+  ResolvedStore,
+  StoreResolver,
+} from '../core/ports.js';

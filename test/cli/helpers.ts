@@ -12,6 +12,7 @@ import ini from 'ini';
 import type { CommandIO } from '../../src/cli/io.js';
 import type { TrustedEvaluator } from '../../src/cli/lazy-evaluator.js';
 import { main } from '../../src/cli/main.js';
+import { killGroups, signalGroup, spawnGroup } from '../helpers/process-groups.js';
 import { createSandboxEvaluator, expressionOptionsFromEnv, type SandboxEvaluator } from '../../src/expressions/index.js';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -65,7 +66,7 @@ function childEnv(extra: Record<string, string | undefined> = {}): NodeJS.Proces
 
 const children = new Set<ChildProcess>();
 
-function collect(child: ChildProcess, options: RunOptions): Promise<Ran> {
+function collect(child: ChildProcess, options: RunOptions, group = false): Promise<Ran> {
   children.add(child);
   let stdout = '';
   let stderr = '';
@@ -76,7 +77,7 @@ function collect(child: ChildProcess, options: RunOptions): Promise<Ran> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill('SIGKILL');
-      if (groups.has(child.pid!)) killGroup(child.pid!);
+      if (group) signalGroup(child.pid!);
       reject(new Error(`timed out after ${options.timeoutMs ?? 120_000} ms\nstdout: ${stdout}\nstderr: ${stderr}`));
     }, options.timeoutMs ?? 120_000);
     child.on('error', reject);
@@ -167,26 +168,14 @@ export function sh(script: string, options: RunOptions): Promise<Ran> {
   const env = childEnv(options.env);
   env.PATH = `${shim()}:${env.PATH ?? ''}`;
   // Its own process group, so a timeout or killChildren() also stops what the script started in the background.
-  const child = spawn('bash', ['-c', `set -o pipefail\n${script}`], { cwd: options.cwd, env, stdio: 'pipe', detached: true });
-  groups.add(child.pid!);
-  return collect(child, options).finally(() => killGroup(child.pid!));
-}
-
-const groups = new Set<number>();
-
-function killGroup(pid: number): void {
-  groups.delete(pid);
-  try {
-    process.kill(-pid, 'SIGKILL');
-  } catch {
-    /* already gone */
-  }
+  const child = spawnGroup('bash', ['-c', `set -o pipefail\n${script}`], { cwd: options.cwd, env, stdio: 'pipe' });
+  return collect(child, options, true).finally(() => signalGroup(child.pid!));
 }
 
 export function killChildren(): void {
   for (const c of children) c.kill('SIGKILL');
   children.clear();
-  for (const pid of [...groups]) killGroup(pid);
+  killGroups();
 }
 
 /** A project folder: a json-file store `main` (data.json) and a `.configu`, plus the given files. */

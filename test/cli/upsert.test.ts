@@ -158,7 +158,7 @@ describe('cfgu upsert usage errors: exit 2, exact messages', { concurrency: true
     {
       name: '-v without -k',
       args: ['--schema', 'app.cfgu.json', '-v', 'x'],
-      stderr: 'cfgu upsert: -v/--value "x" has no -k/--key before it\nRun "cfgu upsert --help" for usage.\n',
+      stderr: 'cfgu upsert: a -v/--value has no -k/--key before it\nRun "cfgu upsert --help" for usage.\n',
     },
     {
       name: 'a key given twice',
@@ -169,6 +169,11 @@ describe('cfgu upsert usage errors: exit 2, exact messages', { concurrency: true
       name: '--kv without =',
       args: ['--schema', 'app.cfgu.json', '--kv', 'HOST'],
       stderr: 'cfgu upsert: --kv "HOST" must be KEY=VALUE\nRun "cfgu upsert --help" for usage.\n',
+    },
+    {
+      name: '--kv without a key: the value is not echoed',
+      args: ['--schema', 'app.cfgu.json', '--kv', '=hunter2-not-echoed'],
+      stderr: 'cfgu upsert: --kv has a value but no key: it must be KEY=VALUE\nRun "cfgu upsert --help" for usage.\n',
     },
     {
       name: 'unknown flag',

@@ -7,36 +7,17 @@
  */
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { existsSync, readFileSync, realpathSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { removeTempDirs, ROOT, tempDir, write } from './helpers.js';
-
-const groups = new Set<number>();
+import { killGroups, signalGroup, spawnGroup } from '../helpers/process-groups.js';
+import { freePort } from '../helpers/private.js';
 
 after(() => {
-  for (const pid of groups) {
-    try {
-      process.kill(-pid, 'SIGKILL');
-    } catch {
-      /* gone */
-    }
-  }
+  killGroups();
   removeTempDirs();
 });
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
-    });
-  });
-}
 
 interface Step {
   command: string;
@@ -84,18 +65,13 @@ function shellEnv(prefix: string): NodeJS.ProcessEnv {
 
 /** Run a bash script in its own process group (stopped by after() if it outlives the test). */
 function bash(script: string, cwd: string, env: NodeJS.ProcessEnv, timeoutMs: number): Promise<{ code: number | null; output: string }> {
-  const child = spawn('bash', ['-c', script], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-  groups.add(child.pid!);
+  const child = spawnGroup('bash', ['-c', script], { cwd, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let output = '';
   child.stdout!.setEncoding('utf8').on('data', (d: string) => (output += d));
   child.stderr!.setEncoding('utf8').on('data', (d: string) => (output += d));
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
-      try {
-        process.kill(-child.pid!, 'SIGKILL');
-      } catch {
-        /* gone */
-      }
+      signalGroup(child.pid!);
       reject(new Error(`timed out after ${timeoutMs} ms; output so far:\n${output}`));
     }, timeoutMs);
     child.on('error', reject);

@@ -33,19 +33,20 @@ async function rejectsWith(stores: unknown, message: string, property: string) {
   });
 }
 
-const SQL = 'url, host, port, username, user, password, database, ssl, tableName, timeout, poolSize';
+const SQL = 'url, host, port, username, user, password, database, ssl, tableName, timeout, poolSize, feedIntervalMs';
 
 describe('store configuration: unknown properties are start-up errors', () => {
   test('sql servers (postgresql, mysql, mariadb): `tablename` and `timout` are named with the right spelling', async () => {
     for (const type of ['postgresql', 'postgres', 'mysql', 'mariadb']) {
+      const allowed = type.startsWith('postgres') ? `${SQL}, notify` : SQL;
       await rejectsWith(
         { db: { type, configuration: { host: '127.0.0.1', tablename: 'mine' } } },
-        `unknown property "stores.db.configuration.tablename" (did you mean "tableName"? allowed here: ${SQL})`,
+        `unknown property "stores.db.configuration.tablename" (did you mean "tableName"? allowed here: ${allowed})`,
         'stores.db.configuration.tablename',
       );
       await rejectsWith(
         { db: { type, configuration: { host: '127.0.0.1', timout: 500 } } },
-        `unknown property "stores.db.configuration.timout" (did you mean "timeout"? allowed here: ${SQL})`,
+        `unknown property "stores.db.configuration.timout" (did you mean "timeout"? allowed here: ${allowed})`,
         'stores.db.configuration.timout',
       );
     }
@@ -54,23 +55,46 @@ describe('store configuration: unknown properties are start-up errors', () => {
   test('json-file, sqlite, redis, etcd', async () => {
     await rejectsWith(
       { files: { type: 'json-file', configuration: { path: './c.json', staleLockMS: 1000 } } },
-      'unknown property "stores.files.configuration.staleLockMS" (did you mean "staleLockMs"? allowed here: path, watch, recheckMs, lockTimeoutMs, staleLockMs)',
+      'unknown property "stores.files.configuration.staleLockMS" (did you mean "staleLockMs"? allowed here: path, watch, recheckMs, lockTimeoutMs, staleLockMs, feedIntervalMs)',
       'stores.files.configuration.staleLockMS',
     );
     await rejectsWith(
       { local: { type: 'sqlite', configuration: { database: './c.db', table: 'x' } } },
-      'unknown property "stores.local.configuration.table" (allowed here: database, tableName, timeout)',
+      'unknown property "stores.local.configuration.table" (allowed here: database, tableName, timeout, feedIntervalMs)',
       'stores.local.configuration.table',
     );
     await rejectsWith(
       { cache: { type: 'redis', configuration: { url: 'redis://127.0.0.1:6379', database: 2 } } },
-      'unknown property "stores.cache.configuration.database" (allowed here: url, host, port, username, password, db, timeout)',
+      'unknown property "stores.cache.configuration.database" (allowed here: url, host, port, username, password, db, timeout, feedIntervalMs)',
       'stores.cache.configuration.database',
     );
     await rejectsWith(
       { kv: { type: 'etcd', configuration: { hosts: 'http://127.0.0.1:2379', hots: 'x' } } },
       'unknown property "stores.kv.configuration.hots" (did you mean "hosts"? allowed here: hosts, host, url, username, password, timeout)',
       'stores.kv.configuration.hots',
+    );
+  });
+
+  test('change feed settings: feedIntervalMs is 10 ms to 1 hour, notify (postgresql) a boolean', async () => {
+    for (const [type, base] of [
+      ['json-file', { path: './c.json' }],
+      ['sqlite', { database: './c.db' }],
+      ['postgresql', { host: '127.0.0.1' }],
+      ['mariadb', { host: '127.0.0.1' }],
+      ['redis', { host: '127.0.0.1' }],
+    ] as const) {
+      for (const bad of [5, -1, 'soon', 3_600_001]) {
+        await rejectsWith(
+          { s: { type, configuration: { ...base, feedIntervalMs: bad } } },
+          'store "s": configuration.feedIntervalMs must be a number of milliseconds from 10 to 3600000',
+          'stores.s.configuration.feedIntervalMs',
+        );
+      }
+    }
+    await rejectsWith(
+      { s: { type: 'postgresql', configuration: { host: '127.0.0.1', notify: 'yes' } } },
+      'store "s": configuration.notify must be a boolean',
+      'stores.s.configuration.notify',
     );
   });
 
@@ -94,7 +118,7 @@ describe('store configuration: unknown properties are start-up errors', () => {
     const values: Record<string, unknown> = {
       path: './c.json', watch: false, recheckMs: 100, lockTimeoutMs: 100, staleLockMs: 100, database: './c.db', tableName: 'cfg',
       timeout: 100, url: 'postgres://127.0.0.1/x', host: '127.0.0.1', port: 1, username: 'u', user: 'u', password: 'p',
-      ssl: false, poolSize: 2, db: 0, hosts: ['http://127.0.0.1:2379'],
+      ssl: false, poolSize: 2, db: 0, hosts: ['http://127.0.0.1:2379'], feedIntervalMs: 500, notify: true,
     };
     for (const type of STORE_TYPES) {
       const configuration = Object.fromEntries(STORE_SETTINGS[type].map((s) => [s, type === 'redis' && s === 'url' ? 'redis://127.0.0.1' : values[s]]));

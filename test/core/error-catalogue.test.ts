@@ -15,7 +15,10 @@ import {
   ConfigurationError,
   ERROR_CATALOGUE,
   ErrorCodes,
+  ForbiddenError,
   InputError,
+  RateLimitedError,
+  UnauthorizedError,
   LimitError,
   SandboxBusyError,
   SandboxUnavailableError,
@@ -53,6 +56,9 @@ const samples: Record<ErrorCode, CfguError> = {
   [ErrorCodes.STORE_UNAVAILABLE]: new StoreUnavailableError('main', 'connection refused', 7),
   [ErrorCodes.SANDBOX_UNAVAILABLE]: new SandboxUnavailableError('no child'),
   [ErrorCodes.SANDBOX_BUSY]: new SandboxBusyError('queue full', 1),
+  [ErrorCodes.UNAUTHORIZED]: new UnauthorizedError('token expired'),
+  [ErrorCodes.FORBIDDEN]: new ForbiddenError([{ command: 1, store: 'main', set: 'prod' }], 3),
+  [ErrorCodes.RATE_LIMITED]: new RateLimitedError(10, 60, 12),
   [ErrorCodes.INVALID_CONFIGURATION]: new ConfigurationError('bad .configu', '/srv/.configu', 'stores'),
 };
 

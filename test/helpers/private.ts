@@ -322,8 +322,11 @@ export function privateMissing(kind: PrivateKind): string | undefined {
   return plan(kind).missing;
 }
 
-/** Start a private server (no test context: throws when it cannot). */
-export async function launchPrivate(kind: PrivateKind): Promise<PrivateServer> {
+/**
+ * Start a private server (no test context: throws when it cannot). `extraArgs` are appended to the server's command
+ * line on every start (e.g. `['--notify-keyspace-events', 'KA']` for redis).
+ */
+export async function launchPrivate(kind: PrivateKind, extraArgs: readonly string[] = []): Promise<PrivateServer> {
   const p = plan(kind);
   if (p.missing) throw new Error(`cannot start a private ${kind}: ${p.missing}`);
   const dir = tempFolder(kind, p.asNobody);
@@ -333,7 +336,9 @@ export async function launchPrivate(kind: PrivateKind): Promise<PrivateServer> {
   let port = 0;
   let peerPort = 0;
   const boot = async () => {
-    child = await runServer(p.recipe(dir, port, peerPort), (s) => (output = (output + s).slice(-20_000)));
+    const recipe = p.recipe(dir, port, peerPort);
+    recipe.argv.push(...extraArgs);
+    child = await runServer(recipe, (s) => (output = (output + s).slice(-20_000)));
   };
   // The port is chosen free, then bound by the server: another process may take it in between; try again.
   for (let attempt = 1; ; attempt++) {
@@ -374,10 +379,10 @@ export async function launchPrivate(kind: PrivateKind): Promise<PrivateServer> {
  * A private server of `kind` for test `t`, destroyed when the test ends. When it cannot be started here (binary
  * missing), the test is skipped loudly, or fails under CI=true; then resolves undefined.
  */
-export async function startPrivate(t: TestContext, kind: PrivateKind): Promise<PrivateServer | undefined> {
+export async function startPrivate(t: TestContext, kind: PrivateKind, extraArgs: readonly string[] = []): Promise<PrivateServer | undefined> {
   const missing = privateMissing(kind);
   if (missing && !requireOrSkip(t, `a private ${kind} server`, missing)) return undefined;
-  const server = await launchPrivate(kind);
+  const server = await launchPrivate(kind, extraArgs);
   t.after(() => server.destroy());
   return server;
 }

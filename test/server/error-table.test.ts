@@ -8,14 +8,13 @@ import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Writable } from 'node:stream';
 import { pino, type Logger } from 'pino';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { buildServer, settingsWith, type SettingsOverrides } from '../../src/server/index.js';
 import { createStoreRegistry, loadConfiguration, type StoreRegistry } from '../../src/config/index.js';
 import { createSandboxEvaluator } from '../../src/expressions/index.js';
 import type { ExpressionEvaluator } from '../../src/expressions/types.js';
-import { removeTempDirs, tempDir, writeJson } from './helpers.js';
+import { captureLog, removeTempDirs, tempDir, writeJson } from './helpers.js';
 import { waitFor } from '../helpers/wait.js';
 
 const KEY = 'audit-key-9f8e7d6c5b';
@@ -23,20 +22,7 @@ let registry: StoreRegistry;
 let evaluator: ExpressionEvaluator;
 const apps: FastifyInstance[] = [];
 
-function capture(): { logger: Logger; raw: () => string; lines: () => Array<Record<string, unknown>> } {
-  let raw = '';
-  const stream = new Writable({
-    write(chunk, _enc, cb) {
-      raw += chunk.toString();
-      cb();
-    },
-  });
-  return {
-    logger: pino({ level: 'info' }, stream) as unknown as Logger,
-    raw: () => raw,
-    lines: () => raw.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>),
-  };
-}
+const capture = captureLog;
 
 async function app(
   overrides: SettingsOverrides = {},

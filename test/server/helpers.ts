@@ -6,6 +6,8 @@ import { request as httpsRequest } from 'node:https';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { Writable } from 'node:stream';
+import { pino, type Logger } from 'pino';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 /** The binary under test (CFGU_TEST_BIN overrides, e.g. for an installed copy). */
@@ -43,6 +45,7 @@ export interface CallOptions {
   body?: string | Buffer;
   /** PEM CA for https URLs. */
   ca?: string | Buffer;
+  /** Idle-socket limit, only where a poll retries (waitForStatus); a plain call waits as long as its test does. */
   timeoutMs?: number;
   agent?: false;
 }
@@ -59,7 +62,7 @@ export function call(url: string, options: CallOptions = {}): Promise<HttpAnswer
         headers: { connection: 'close', ...(options.headers ?? {}) },
         agent: false,
         ...(options.ca ? { ca: options.ca } : {}),
-        timeout: options.timeoutMs ?? 10_000,
+        ...(options.timeoutMs ? { timeout: options.timeoutMs } : {}),
       },
       (res) => {
         const chunks: Buffer[] = [];
@@ -200,4 +203,20 @@ export async function serveOnFreePort(
   const p = spawnCfgu(['serve', ...args, '--port', '0', '--host', '127.0.0.1'], env, cwd);
   const line = await p.waitForLog('listening; initialising stores', (l) => typeof l.port === 'number' && l.port > 0);
   return { p, port: line.port as number, base: `http://127.0.0.1:${line.port}` };
+}
+
+/** A pino logger whose JSON lines are kept: the raw text, and the lines parsed. */
+export function captureLog(): { logger: Logger; raw: () => string; lines: () => Array<Record<string, unknown>> } {
+  let raw = '';
+  const stream = new Writable({
+    write(chunk, _enc, cb) {
+      raw += chunk.toString();
+      cb();
+    },
+  });
+  return {
+    logger: pino({ level: 'info' }, stream) as unknown as Logger,
+    raw: () => raw,
+    lines: () => raw.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>),
+  };
 }

@@ -65,7 +65,7 @@ test('every response header has a schema with a type (not wrapped twice)', () =>
   }
   assert.deepEqual(
     [...seen].sort(),
-    ['Allow:string', 'Retry-After:integer', 'WWW-Authenticate:string', 'X-Configu-Backup:string', 'X-Request-Id:string'],
+    ['Allow:string', 'ETag:string', 'Retry-After:integer', 'WWW-Authenticate:string', 'X-Configu-Backup:string', 'X-Request-Id:string'],
   );
 });
 
@@ -79,7 +79,7 @@ test('every operation states its security: none for /live and /ready, bearer for
   assert.deepEqual(secured.paths['/export'].post.security, [{ bearer: [] }]);
   assert.deepEqual(secured.paths['/live'].get.security, []);
   assert.deepEqual(secured.paths['/ready'].get.security, []);
-  assert.deepEqual(secured.components.securitySchemes.bearer, { type: 'http', scheme: 'bearer', description: 'A preshared key of the server' });
+  assert.deepEqual(secured.components.securitySchemes.bearer, { type: 'http', scheme: 'bearer', description: 'A preshared key, a scoped token, or a JWT of the configured issuer (docs/security.md)' });
 });
 
 test('the document names its server (relative), the license and version of package.json', () => {

@@ -6,22 +6,14 @@
  */
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { call, removeTempDirs, ROOT, tempDir, writeJson } from './helpers.js';
+import { killGroups, signalGroup, spawnGroup } from '../helpers/process-groups.js';
 
 const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { scripts: Record<string, string>; license: string; bin: Record<string, string> };
-const groups = new Set<number>();
-
 after(() => {
-  for (const pid of groups) {
-    try {
-      process.kill(-pid, 'SIGKILL');
-    } catch {
-      /* gone */
-    }
-  }
+  killGroups();
   removeTempDirs();
 });
 
@@ -49,8 +41,7 @@ async function npmStart(env: Record<string, string>): Promise<{ port: number; st
   for (const k of Object.keys(childEnv)) if (k.startsWith('CONFIGU_')) delete childEnv[k];
   Object.assign(childEnv, { CONFIGU_HTTP_PORT: '0', CONFIGU_HTTP_HOST: '127.0.0.1', CONFIGU_WORKERS: '1', ...env });
   // Its own process group: npm, the shell and the server are stopped together.
-  const child = spawn('npm', ['start'], { cwd: ROOT, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
-  groups.add(child.pid!);
+  const child = spawnGroup('npm', ['start'], { cwd: ROOT, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   let out = '';
   const port = await new Promise<number>((resolve, reject) => {
@@ -69,9 +60,8 @@ async function npmStart(env: Record<string, string>): Promise<{ port: number; st
   return {
     port,
     stop: async () => {
-      process.kill(-child.pid!, 'SIGTERM');
+      signalGroup(child.pid!, 'SIGTERM');
       await exited;
-      groups.delete(child.pid!);
     },
   };
 }

@@ -21,6 +21,7 @@ const fileSettings = {
   },
   auth: { enabled: false },
   log: { enabled: true },
+  metrics: { enabled: true, key: 'file-metrics-key-123' },
   docs: { enabled: true, public: false },
   limits: { bodyBytes: 4096, commands: 2, keys: 3, setDepth: 4, lookups: 5, templateBytes: 6, templateExpressions: 7, valueBytes: 8, outputBytes: 9 },
   shutdown: { gracePeriodSeconds: 4 },
@@ -37,6 +38,8 @@ describe('environment variables beat interface.proxy in .configu', () => {
     ['CONFIGU_HTTP_REQUEST_TIMEOUT_MS', '45000', (s) => s.http.requestTimeoutMs, 45_000],
     ['CONFIGU_HTTP_IDLE_TIMEOUT_MS', '65000', (s) => s.http.idleTimeoutMs, 65_000],
     ['CONFIGU_LOG_ENABLED', 'false', (s) => s.log.enabled, false],
+    ['CONFIGU_METRICS_ENABLED', 'false', (s) => s.metrics.enabled, false],
+    ['CONFIGU_METRICS_KEY', 'env-metrics-key-456', (s) => s.metrics.key, 'env-metrics-key-456'],
     ['CONFIGU_DOCS_ENABLED', 'false', (s) => s.docs.enabled, false],
     ['CONFIGU_DOCS_PUBLIC', 'true', (s) => s.docs.public, true],
     ['CONFIGU_LIMIT_BODY_BYTES', '2048', (s) => s.limits.bodyBytes, 2048],
@@ -50,6 +53,11 @@ describe('environment variables beat interface.proxy in .configu', () => {
     ['CONFIGU_LIMIT_OUTPUT_BYTES', '17', (s) => s.limits.outputBytes, 17],
     ['CONFIGU_SHUTDOWN_GRACE_SECONDS', '3', (s) => s.shutdown.gracePeriodSeconds, 3],
     ['CONFIGU_WORKERS', '1', (s) => s.workers, 1],
+    ['CONFIGU_WATCH_MAX_WATCHERS', '7', (s) => s.watch.maxWatchers, 7],
+    ['CONFIGU_WATCH_MAX_WAIT_SECONDS', '30', (s) => s.watch.maxWaitSeconds, 30],
+    ['CONFIGU_WATCH_HEARTBEAT_MS', '500', (s) => s.watch.heartbeatMs, 500],
+    ['CONFIGU_WATCH_DEBOUNCE_MS', '5', (s) => s.watch.debounceMs, 5],
+    ['CONFIGU_WATCH_POLL_MS', '900', (s) => s.watch.pollMs, 900],
   ];
   for (const [name, value, pick, expected] of cases) {
     test(name, () => {

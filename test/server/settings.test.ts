@@ -40,8 +40,11 @@ describe('resolveSettings', () => {
         requestTimeoutMs: 30_000,
         idleTimeoutMs: 72_000,
       },
-      auth: { enabled: false, presharedKeys: [] },
+      auth: { enabled: false, presharedKeys: [], credentials: [], jwt: undefined },
+      audit: { enabled: true, file: undefined },
+      rateLimit: { enabled: false, max: 600, windowSeconds: 60, redisUrl: undefined, redisPrefix: 'cfgu:rate-limit:' },
       log: { enabled: true },
+      metrics: { enabled: true, key: undefined },
       docs: { enabled: true, public: false },
       limits: {
         bodyBytes: 1048576,
@@ -56,6 +59,7 @@ describe('resolveSettings', () => {
       },
       shutdown: { gracePeriodSeconds: 10 },
       workers: availableParallelism(),
+      watch: { maxWatchers: 10_000, maxWaitSeconds: 300, heartbeatMs: 15_000, debounceMs: 20, pollMs: 5000 },
     });
   });
 
@@ -98,7 +102,7 @@ describe('resolveSettings', () => {
         CONFIGU_HTTP_TRUST_PROXY: '10.0.0.0/8,loopback',
       },
     });
-    assert.deepEqual(s.auth, { enabled: true, presharedKeys: ['first-key-1234', 'second-key-1234'] });
+    assert.deepEqual(s.auth, { enabled: true, presharedKeys: ['first-key-1234', 'second-key-1234'], credentials: [], jwt: undefined });
     assert.deepEqual(s.http.allowedOrigins, ['https://a.example.com', 'http://localhost:3000']);
     assert.deepEqual(s.http.trustProxy, ['10.0.0.0/8', 'loopback']);
     assert.equal(resolveSettings({ env: { CONFIGU_HTTP_TRUST_PROXY: '2' } }).http.trustProxy, 2);

@@ -3,13 +3,14 @@
  * (docs/cli.md, "The eval format") on standard output. When standard input is a pipe carrying an earlier eval's
  * output, that result is the pipe of this command, so `cfgu eval ... | cfgu eval ... | cfgu export` is a pipeline.
  */
-import { evaluatePipeline, type EvalResult } from '../../core/index.js';
+import { evaluatePipeline, setsRead, type EvalCommandInput, type EvalResult } from '../../core/index.js';
 import { GLOBAL_HELP, list, parseCommandLine, rejectPositionals, splitKeyValue, str } from '../args.js';
-import { flagError } from '../errors.js';
+import { errorLines, flagError } from '../errors.js';
 import { formatEvalResult, parseEvalResult } from '../eval-format.js';
 import { processIO, readInput, type CommandIO } from '../io.js';
 import { loadSchemas, schemaNeedsSandbox } from '../schema-files.js';
 import { runCommand } from '../session.js';
+import { outputClosed, stopSignal, watchStore } from '../watch.js';
 
 export const evalUsage = `Usage: cfgu eval --schema FILE [--store NAME] [--set PATH] [--override KEY=VALUE]... [options]
 
@@ -29,6 +30,9 @@ Options:
   --defaults          evaluate defaults, overrides, the pipe and consts without reading any
                       store (no .configu needed unless --schema names one of its schemas)
   --no-stdin          do not read a pipe from standard input
+  --watch             keep running: after each change in the store that alters the result,
+                      print the new result (one JSON document after another; pipe them into
+                      \`cfgu export --watch\`); stops on SIGINT/SIGTERM
 
 ${GLOBAL_HELP}
 
@@ -46,6 +50,7 @@ const OPTIONS = {
   override: { type: 'string', multiple: true },
   defaults: { type: 'boolean' },
   'no-stdin': { type: 'boolean' },
+  watch: { type: 'boolean' },
 } as const;
 
 export function evalCommand(argv: string[], io: CommandIO = processIO()): Promise<number> {
@@ -64,6 +69,7 @@ export function evalCommand(argv: string[], io: CommandIO = processIO()): Promis
     }
     const defaultsOnly = v.defaults === true;
     if (defaultsOnly && v.store !== undefined) throw flagError('--defaults reads no store: leave out --store');
+    if (defaultsOnly && v.watch === true) throw flagError('--watch follows a store: it cannot be combined with --defaults');
 
     const configuration = await session.configuration(str(v.config), !defaultsOnly);
     const { schema } = loadSchemas(list(v.schema), session.io.cwd, configuration);
@@ -77,15 +83,28 @@ export function evalCommand(argv: string[], io: CommandIO = processIO()): Promis
       if (text !== undefined && text.trim() !== '') pipe = parseEvalResult(text, 'standard input (the pipe)');
     }
 
-    const stores = defaultsOnly ? undefined : (await session.store(configuration!, str(v.store))).registry;
-    const { result } = await session.progress('evaluating', () =>
-      evaluatePipeline(
-        [{ ...(v.store !== undefined ? { store: str(v.store) } : {}), set: str(v.set) ?? '', schema, configs }],
-        { stores, expressions: session.evaluator, defaultsOnly },
-        { pipe },
-      ),
-    );
-    session.io.stdout.write(formatEvalResult(result));
+    const opened = defaultsOnly ? undefined : await session.store(configuration!, str(v.store));
+    const stores = opened?.registry;
+    const commands: EvalCommandInput[] = [{ ...(v.store !== undefined ? { store: str(v.store) } : {}), set: str(v.set) ?? '', schema, configs }];
+    const evaluate = async () => formatEvalResult((await evaluatePipeline(commands, { stores, expressions: session.evaluator, defaultsOnly }, { pipe })).result);
+    const text = await session.progress('evaluating', evaluate);
+    session.io.stdout.write(text);
+    if (v.watch !== true || !opened) return 0;
+
+    const signal = stopSignal();
+    try {
+      await watchStore({
+        store: opened.store,
+        sets: setsRead(commands, opened.registry).get(opened.store.name) ?? new Set(),
+        evaluate,
+        last: text,
+        write: (t) => session.io.stdout.write(t),
+        report: (e) => session.io.stderr.write(`${errorLines('eval', e).join('\n')}\n`),
+        until: Promise.race([signal.stopped, outputClosed(session.io)]),
+      });
+    } finally {
+      signal.dispose();
+    }
     return 0;
   }, io);
 }

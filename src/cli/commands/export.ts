@@ -3,24 +3,21 @@
  * every `--filter` accepts, coerce the values as `POST /export` does, and write them in a format (`--format`), through
  * a template (`--template`), to a file (`--out`, atomically) or into a command's environment (`--run`).
  */
-import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import YAML from 'yaml';
-import ini from 'ini';
-import { exportResult, viewOf, type EvalResult, type ExportedConfigs, type JsonValue } from '../../core/index.js';
+import { exportResult, redactorForResult, viewOf, type EvalResult, type ExportedConfigs, type JsonValue } from '../../core/index.js';
 import { setOwn } from '../../core/names.js';
 import { writeFileAtomic } from '../../stores/atomic-write.js';
-import type { ConfigView, ExpressionJob } from '../../expressions/types.js';
 import { GLOBAL_HELP, list, parseCommandLine, rejectPositionals, removedFlag, str, type RemovedFlag } from '../args.js';
-import { EXIT_USAGE, ExitError, UsageError, flagError } from '../errors.js';
+import { EXIT_USAGE, ExitError, UsageError, errorLines, flagError } from '../errors.js';
 import { parseEvalResult } from '../eval-format.js';
+import { applyFilters } from '../export-filter.js';
+import { FORMATS, K8S_NAME, formatConfigs, textOf, type Format } from '../export-formats.js';
 import { processIO, readInput, type CommandIO } from '../io.js';
 import { displayPath } from '../paths.js';
+import { runWithEnv } from '../run-with-env.js';
 import { runCommand, type Session } from '../session.js';
-
-export const FORMATS = ['json', 'dotenv', 'yaml', 'ini', 'properties', 'tfvars', 'configmap', 'secret'] as const;
-export type Format = (typeof FORMATS)[number];
+import { ChildSupervisor, readDocuments, stopSignal } from '../watch.js';
 
 export const exportUsage = `Usage: cfgu export [--filter EXPR]... [--format FORMAT | --template FILE] [--out FILE | --run CMD] [options]
 
@@ -39,6 +36,12 @@ Options:
   --out FILE          write to FILE atomically (default: standard output)
   --run CMD           run CMD through the shell with the exported values added to its
                       environment; its exit code is cfgu's exit code
+  --watch             read one document after another from standard input (the output of
+                      \`cfgu eval --watch\`) and export each: rewrite --out, write a new document
+                      on standard output, or restart the --run command with the new values
+                      (only when they changed)
+  --grace SECONDS     with --watch --run: how long a restarted or stopped command may take to
+                      end after SIGTERM before it gets SIGKILL (default 10)
 
 ${GLOBAL_HELP}
 
@@ -49,6 +52,8 @@ Examples:
   cfgu eval --schema app.cfgu.json | cfgu export --format secret --name app-secrets
   cfgu eval --schema app.cfgu.json | cfgu export --template nginx.conf.tmpl --out nginx.conf
   cfgu eval --schema app.cfgu.json | cfgu export --run 'node server.js'
+  cfgu eval --watch --schema app.cfgu.json | cfgu export --watch --format dotenv --out .env
+  cfgu eval --watch --schema app.cfgu.json | cfgu export --watch --run 'node server.js'
 
 Exit codes: 0 success (with --run: the command's exit code), 1 a --filter or --template failed
 to evaluate, 2 usage error.`;
@@ -60,6 +65,8 @@ const OPTIONS = {
   template: { type: 'string' },
   out: { type: 'string' },
   run: { type: 'string' },
+  watch: { type: 'boolean' },
+  grace: { type: 'string' },
 } as const;
 
 const PICK_OMIT = /^--(pick|omit)-/;
@@ -72,190 +79,61 @@ const REMOVED: RemovedFlag[] = [
   },
 ];
 
-// ------------------------------------------------------------------------------------------------ value text
-
-/** The text of a value in flat formats: strings as they are, other values as JSON. */
-export const textOf = (v: JsonValue): string => (typeof v === 'string' ? v : JSON.stringify(v));
-
-const DOTENV_BARE = /^[A-Za-z0-9_./:@%+,=-]*$/;
-
-/**
- * `.env`: bare when every character is safe; else single quotes (literal, a newline is written as is: a multi-line
- * value) when the value has no `'`; else double quotes with `\\`, `\"`, `\n`, `\r` and `\$` escaped.
- */
-export function toDotenv(configs: ExportedConfigs): string {
-  return Object.entries(configs)
-    .map(([k, v]) => {
-      const t = textOf(v);
-      if (DOTENV_BARE.test(t)) return `${k}=${t}`;
-      if (!t.includes("'")) return `${k}='${t}'`;
-      return `${k}="${t.replace(/[\\"$]/g, '\\$&').replace(/\n/g, '\\n').replace(/\r/g, '\\r')}"`;
-    })
-    .map((l) => `${l}\n`)
-    .join('');
+interface WatchExport {
+  render(result: EvalResult): Promise<{ configs: ExportedConfigs; output: string }>;
+  write(output: string): Promise<void>;
+  run: string | undefined;
+  graceMs: number;
 }
 
 /**
- * INI (one section-less list), by the `ini` package: values bare when they read back unchanged, else a JSON string;
- * `;` and `#` in a bare value are backslash-escaped.
+ * `--watch`: export every document of standard input. A document that cannot be read or exported is reported and
+ * skipped. With --run, the command restarts only when the values change; cfgu ends with the exit code of the last
+ * command: when it ends by itself, when cfgu gets SIGINT/SIGTERM (the command is stopped), or after standard input
+ * ends (the command keeps running until it exits).
  */
-export function toIni(configs: ExportedConfigs): string {
-  return ini.stringify(Object.fromEntries(Object.entries(configs).map(([k, v]) => [k, textOf(v)])), { whitespace: false });
-}
-
-function escapeProperties(text: string, isKey: boolean): string {
-  let out = '';
-  for (let i = 0; i < text.length; i++) {
-    const c = text[i]!;
-    const code = c.charCodeAt(0);
-    if (c === '\\') out += '\\\\';
-    else if (c === '\n') out += '\\n';
-    else if (c === '\r') out += '\\r';
-    else if (c === '\t') out += '\\t';
-    else if (c === '\f') out += '\\f';
-    else if (c === '=' || c === ':' || c === '#' || c === '!') out += `\\${c}`;
-    else if (c === ' ' && (isKey || i === 0)) out += '\\ ';
-    else if (code < 0x20 || code > 0x7e) out += `\\u${code.toString(16).padStart(4, '0')}`;
-    else out += c;
-  }
-  return out;
-}
-
-/** Java `.properties` (ISO-8859-1 safe: every non-ASCII character as `\uXXXX`). */
-export function toProperties(configs: ExportedConfigs): string {
-  return Object.entries(configs)
-    .map(([k, v]) => `${escapeProperties(k, true)}=${escapeProperties(textOf(v), false)}\n`)
-    .join('');
-}
-
-function hclString(s: string): string {
-  return `"${s
-    .replace(/\\/g, '\\\\')
-    .replace(/"/g, '\\"')
-    .replace(/\n/g, '\\n')
-    .replace(/\r/g, '\\r')
-    .replace(/\t/g, '\\t')
-    .replace(/([$%])\{/g, (_m, c: string) => `${c}${c}{`)}"`;
-}
-
-function hclValue(v: JsonValue, indent: string): string {
-  if (v === null) return 'null';
-  if (typeof v === 'string') return hclString(v);
-  if (typeof v === 'number' || typeof v === 'boolean') return String(v);
-  const inner = `${indent}  `;
-  if (Array.isArray(v)) {
-    if (!v.length) return '[]';
-    return `[\n${v.map((x) => `${inner}${hclValue(x, inner)},`).join('\n')}\n${indent}]`;
-  }
-  const entries = Object.entries(v);
-  if (!entries.length) return '{}';
-  return `{\n${entries.map(([k, x]) => `${inner}${hclString(k)} = ${hclValue(x, inner)}`).join('\n')}\n${indent}}`;
-}
-
-/** Terraform `.tfvars` (HCL): strings quoted with `${`/`%{` escaped, numbers and booleans bare, lists and maps. */
-export function toTfvars(configs: ExportedConfigs): string {
-  return Object.entries(configs)
-    .map(([k, v]) => `${k} = ${hclValue(v, '')}\n`)
-    .join('');
-}
-
-const K8S_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-
-/** A Kubernetes ConfigMap (`data`: string values) or Secret (`type: Opaque`, `data`: base64 values), as YAML. */
-export function toManifest(kind: 'ConfigMap' | 'Secret', name: string, configs: ExportedConfigs): string {
-  const data: Record<string, string> = {};
-  for (const [k, v] of Object.entries(configs)) setOwn(data, k, kind === 'Secret' ? Buffer.from(textOf(v), 'utf8').toString('base64') : textOf(v));
-  const manifest: Record<string, unknown> = { apiVersion: 'v1', kind, metadata: { name } };
-  if (kind === 'Secret') manifest.type = 'Opaque';
-  manifest.data = data;
-  const doc = new YAML.Document(manifest);
-  // Every data value is a string for Kubernetes: quote them all so `"8080"` or `"true"` can never be read as another type.
-  const items = (doc.get('data') as YAML.YAMLMap<YAML.Scalar, YAML.Scalar> | undefined)?.items ?? [];
-  for (const pair of items) if (pair.value) pair.value.type = 'QUOTE_DOUBLE';
-  return doc.toString({ lineWidth: 0 });
-}
-
-export function formatConfigs(format: Format, configs: ExportedConfigs, name: string | undefined): string {
-  switch (format) {
-    case 'json':
-      return `${JSON.stringify(configs, null, 2)}\n`;
-    case 'yaml':
-      return Object.keys(configs).length ? YAML.stringify(configs, { lineWidth: 0 }) : '{}\n';
-    case 'dotenv':
-      return toDotenv(configs);
-    case 'ini':
-      return toIni(configs);
-    case 'properties':
-      return toProperties(configs);
-    case 'tfvars':
-      return toTfvars(configs);
-    case 'configmap':
-      return toManifest('ConfigMap', name!, configs);
-    case 'secret':
-      return toManifest('Secret', name!, configs);
+async function watchExport(session: Session, input: NodeJS.ReadableStream | string, w: WatchExport): Promise<number> {
+  const signal = stopSignal();
+  const child = w.run === undefined ? undefined : new ChildSupervisor(w.run, session.io, w.graceMs);
+  let last: string | undefined;
+  let started = false;
+  const report = (e: unknown) => session.io.stderr.write(`${errorLines('export', e).join('\n')}\n`);
+  const consume = (async () => {
+    for await (const text of readDocuments(input)) {
+      try {
+        const { configs, output } = await w.render(parseEvalResult(text));
+        if (child) {
+          const env: NodeJS.ProcessEnv = { ...session.io.env };
+          for (const [k, v] of Object.entries(configs)) setOwn(env, k, textOf(v));
+          const key = JSON.stringify(configs);
+          if (key === last) continue;
+          last = key;
+          if (started) await child.stop();
+          child.start(env);
+          started = true;
+        } else {
+          if (output === last) continue;
+          last = output;
+          await w.write(output);
+        }
+      } catch (e) {
+        report(e);
+      }
+    }
+    return 'end' as const;
+  })();
+  try {
+    const first = await Promise.race([consume, signal.stopped, ...(child ? [child.ended] : [])]);
+    if (!child) return 0;
+    if (!started) return 0;
+    if (typeof first === 'number') return first; // the command ended by itself
+    if (first === 'end') return await Promise.race([child.wait(), signal.stopped.then(() => child.stop())]);
+    return await child.stop();
+  } finally {
+    signal.dispose();
   }
 }
 
-// ------------------------------------------------------------------------------------------------ filtering
-
-/**
- * The keys (not hidden) that every filter accepts, in result order. All filters of all keys go to the sandbox in one
- * round trip. A filter that throws or hits a sandbox limit is an error naming the key and the filter.
- */
-export async function applyFilters(session: Session, result: EvalResult, keys: string[], filters: string[]): Promise<string[]> {
-  if (!filters.length || !keys.length) return keys;
-  const configs: Record<string, ConfigView> = {};
-  for (const key of Object.keys(result)) setOwn(configs, key, viewOf(result[key]!));
-  const job: ExpressionJob = {
-    input: { store: { type: '' }, set: { path: '', hierarchy: [''] }, schema: { keys: Object.fromEntries(Object.entries(result).map(([k, e]) => [k, e.cfgu])) } },
-    configs,
-    consts: [],
-    tests: keys.map((key) => ({ key, expressions: filters })),
-  };
-  const outcome = await session.progress('filtering', () => session.evaluator.run(job));
-  const rejected = new Set<string>();
-  const errors: string[] = [];
-  for (const t of outcome.tests) {
-    if (t.ok) continue;
-    if (t.kind === 'falsy') rejected.add(t.key);
-    else errors.push(`key ${t.key}, --filter ${JSON.stringify(filters[t.index] ?? '')}: ${t.message ?? t.kind}`);
-  }
-  if (errors.length) {
-    throw new ExitError(1, `${errors.length === 1 ? 'a --filter' : `${errors.length} --filter evaluations`} failed:`, errors);
-  }
-  return keys.filter((k) => !rejected.has(k));
-}
-
-// ------------------------------------------------------------------------------------------------ output
-
-
-function runWithEnv(command: string, configs: ExportedConfigs, io: CommandIO): Promise<number> {
-  const childEnv: NodeJS.ProcessEnv = { ...io.env };
-  for (const [k, v] of Object.entries(configs)) setOwn(childEnv, k, textOf(v));
-  // The command shares the process's own terminal and streams; injected writers (in-process runs) get its output.
-  const own = io.stdout === process.stdout && io.stderr === process.stderr;
-  return new Promise((resolveExit) => {
-    const child = spawn(command, { shell: true, stdio: own ? 'inherit' : ['ignore', 'pipe', 'pipe'], env: childEnv, cwd: io.cwd });
-    child.stdout?.setEncoding('utf8').on('data', (text: string) => io.stdout.write(text));
-    child.stderr?.setEncoding('utf8').on('data', (text: string) => io.stderr.write(text));
-    const forward = (signal: NodeJS.Signals) => child.kill(signal);
-    process.on('SIGINT', forward);
-    process.on('SIGTERM', forward);
-    const done = (code: number) => {
-      process.off('SIGINT', forward);
-      process.off('SIGTERM', forward);
-      resolveExit(code);
-    };
-    child.on('error', (e) => {
-      io.stderr.write(`cfgu export: --run: ${e.message}\n`);
-      done(127);
-    });
-    child.on('close', (code, signal) => done(code ?? (signal ? 128 + (osSignal(signal) ?? 1) : 1)));
-  });
-}
-
-const SIGNALS: Record<string, number> = { SIGHUP: 1, SIGINT: 2, SIGQUIT: 3, SIGKILL: 9, SIGTERM: 15, SIGPIPE: 13 };
-const osSignal = (s: string) => SIGNALS[s];
 
 export function exportCommand(argv: string[], io: CommandIO = processIO()): Promise<number> {
   return runCommand('export', argv, async (session) => {
@@ -287,6 +165,11 @@ export function exportCommand(argv: string[], io: CommandIO = processIO()): Prom
         throw flagError(`--name "${name}" is not a valid Kubernetes name (lower-case letters, digits, '-' and '.', at most 253 characters)`);
       }
     }
+    const watch = v.watch === true;
+    const graceText = str(v.grace);
+    if (graceText !== undefined && (!watch || run === undefined)) throw flagError('--grace is for --watch --run');
+    if (graceText !== undefined && !/^\d{1,5}(\.\d+)?$/.test(graceText)) throw flagError(`--grace "${graceText}" must be a number of seconds`);
+    const graceMs = graceText === undefined ? 10_000 : Math.round(Number(graceText) * 1000);
     let templateText: string | undefined;
     if (template !== undefined) {
       try {
@@ -300,37 +183,31 @@ export function exportCommand(argv: string[], io: CommandIO = processIO()): Prom
     // The sandbox takes a moment to start: start it while standard input arrives (the upstream eval is still running).
     if (list(v.filter).length || templateText !== undefined) session.evaluator.warm();
 
-    const text = await readInput(session.io);
-    if (text === undefined) {
-      throw new ExitError(
-        EXIT_USAGE,
-        'export reads the output of `cfgu eval` from standard input, e.g.: cfgu eval --schema app.cfgu.json | cfgu export',
-      );
-    }
-    if (text.trim() === '') throw new ExitError(EXIT_USAGE, 'standard input is empty: pipe the output of `cfgu eval` into `cfgu export`');
-    const result = parseEvalResult(text);
 
-    // Hidden keys are left out first: a filter cannot bring them back (they stay visible to filters via $.configs).
-    const visible = Object.keys(result).filter((k) => result[k]!.cfgu.hidden !== true);
-    const kept = await applyFilters(session, result, visible, list(v.filter));
-    const all = exportResult(result);
-    const configs: ExportedConfigs = {};
-    for (const k of kept) setOwn(configs, k, all[k] as JsonValue); // `__proto__` is an ordinary key
-
-    if (run !== undefined) return runWithEnv(run, configs, session.io);
-
-    let output: string;
-    if (templateText !== undefined) {
+    /** The exported values of one eval result, and their text in the chosen format or template (unless --run). */
+    const render = async (result: EvalResult): Promise<{ configs: ExportedConfigs; output: string }> => {
+      // Hidden keys are left out first: a filter cannot bring them back (they stay visible to filters via $.configs).
+      const visible = Object.keys(result).filter((k) => result[k]!.cfgu.hidden !== true);
+      const kept = await applyFilters(session, result, visible, list(v.filter));
+      const all = exportResult(result);
+      const configs: ExportedConfigs = {};
+      for (const k of kept) setOwn(configs, k, all[k] as JsonValue); // `__proto__` is an ordinary key
+      if (run !== undefined) return { configs, output: '' };
+      if (templateText === undefined) return { configs, output: formatConfigs(format, configs, name) };
       const context = { configs: Object.fromEntries(kept.map((k) => [k, viewOf(result[k]!)])) };
       try {
-        output = await session.progress('rendering the template', () => session.evaluator.renderTemplate(templateText!, context));
+        return { configs, output: await session.progress('rendering the template', () => session.evaluator.renderTemplate(templateText!, context)) };
       } catch (e) {
         if (e instanceof UsageError) throw e;
-        throw new ExitError(1, `--template ${template}: ${(e as Error)?.message ?? String(e)}`);
+        // The template sees only exported keys, but a const computed from a hidden key is one of them.
+        throw new ExitError(1, `--template ${template}: ${redactorForResult(result).redact((e as Error)?.message ?? String(e))}`);
       }
-    } else output = formatConfigs(format, configs, name);
-
-    if (out !== undefined) {
+    };
+    const write = async (output: string): Promise<void> => {
+      if (out === undefined) {
+        session.io.stdout.write(output);
+        return;
+      }
       const file = resolve(session.io.cwd, out);
       try {
         // 0600: an export usually holds secrets.
@@ -339,7 +216,25 @@ export function exportCommand(argv: string[], io: CommandIO = processIO()): Prom
         const code = (e as NodeJS.ErrnoException).code;
         throw new ExitError(1, `--out ${displayPath(file, session.io.cwd)}: cannot write${code ? ` (${code})` : ''}: ${(e as Error).message}`);
       }
-    } else session.io.stdout.write(output);
+    };
+
+    if (watch) {
+      if (session.io.stdin === null) {
+        throw new ExitError(EXIT_USAGE, 'export --watch reads the output of `cfgu eval --watch` from standard input, e.g.: cfgu eval --watch --schema app.cfgu.json | cfgu export --watch');
+      }
+      return watchExport(session, session.io.stdin, { render, write, run, graceMs });
+    }
+    const text = await readInput(session.io);
+    if (text === undefined) {
+      throw new ExitError(
+        EXIT_USAGE,
+        'export reads the output of `cfgu eval` from standard input, e.g.: cfgu eval --schema app.cfgu.json | cfgu export',
+      );
+    }
+    if (text.trim() === '') throw new ExitError(EXIT_USAGE, 'standard input is empty: pipe the output of `cfgu eval` into `cfgu export`');
+    const { configs, output } = await render(parseEvalResult(text));
+    if (run !== undefined) return runWithEnv(run, configs, session.io);
+    await write(output);
     return 0;
   }, io);
 }

@@ -3,7 +3,7 @@
  * and from `-k KEY -v VALUE` pairs; a `-k` without its `-v` (and `--kv KEY=`) deletes the stored value. Every failure
  * is listed; on success a summary of what changed (key, before, after) is printed.
  */
-import { parseSet, upsert, type UpsertChange } from '../../core/index.js';
+import { HIDDEN_MARK, parseSet, upsert, type UpsertChange } from '../../core/index.js';
 import { GLOBAL_HELP, list, parseCommandLine, rejectPositionals, removedFlag, splitKeyValue, str } from '../args.js';
 import { flagError } from '../errors.js';
 import { processIO, type CommandIO } from '../io.js';
@@ -14,7 +14,8 @@ export const upsertUsage = `Usage: cfgu upsert --store NAME --set PATH --schema 
 
 Validate values against a schema and write them to a store at a set. Every failure is listed
 and nothing is written unless all values pass. Prints what changed: key, value before, value
-after. Values are printed as they are (they may be secrets: mind your terminal and logs).
+after; the values of keys the schema declares \`hidden\` are printed as [hidden], and hidden
+values are redacted from failure messages.
 
 Options:
   --store NAME        a store declared in .configu (default: its default store)
@@ -60,7 +61,8 @@ export function collectValues(tokens: ReadonlyArray<{ kind: string; name?: strin
       pending = t.value ?? '';
       if (pending === '') throw flagError('-k/--key needs a key name');
     } else if (t.name === 'value') {
-      if (pending === undefined) throw flagError(`-v/--value "${t.value ?? ''}" has no -k/--key before it`);
+      // The value is not echoed: it may be a secret.
+      if (pending === undefined) throw flagError('a -v/--value has no -k/--key before it');
       put(pending, t.value ?? '', '-k');
       pending = undefined;
     } else if (t.name === 'kv') {
@@ -72,13 +74,18 @@ export function collectValues(tokens: ReadonlyArray<{ kind: string; name?: strin
   return values;
 }
 
-const shown = (v: string) => JSON.stringify(v);
+/** The summary lines of an upsert. The values of `hidden` keys are masked: `[hidden]`, without quotes. */
+export function changeLines(changes: UpsertChange[], hidden: ReadonlySet<string> = new Set()): string[] {
+  return changes.map((c) => {
+    const shown = (v: string) => (hidden.has(c.key) ? HIDDEN_MARK : JSON.stringify(v));
+    return c.before === '' ? `+ ${c.key} = ${shown(c.after)}` : c.after === '' ? `- ${c.key} (was ${shown(c.before)})` : `~ ${c.key} = ${shown(c.after)} (was ${shown(c.before)})`;
+  });
+}
 
-/** The summary lines of an upsert. */
-export function changeLines(changes: UpsertChange[]): string[] {
-  return changes.map((c) =>
-    c.before === '' ? `+ ${c.key} = ${shown(c.after)}` : c.after === '' ? `- ${c.key} (was ${shown(c.before)})` : `~ ${c.key} = ${shown(c.after)} (was ${shown(c.before)})`,
-  );
+/** The keys a schema (`{ keys }`, as loaded) declares `hidden`. */
+function hiddenKeys(schema: unknown): Set<string> {
+  const keys = (schema as { keys?: Record<string, { hidden?: unknown } | null> } | null)?.keys ?? {};
+  return new Set(Object.keys(keys).filter((k) => keys[k]?.hidden === true));
 }
 
 export function upsertCommand(argv: string[], io: CommandIO = processIO()): Promise<number> {
@@ -103,7 +110,7 @@ export function upsertCommand(argv: string[], io: CommandIO = processIO()): Prom
     const path = 'path' in parsed ? parsed.path : set;
     const where = `store "${store.name}", ${path === '' ? 'root set' : `set "${path}"`}`;
     const head = changes.length === 0 ? `no changes in ${where}` : `${changes.length} ${changes.length === 1 ? 'change' : 'changes'} in ${where}:`;
-    session.io.stdout.write(`${[head, ...changeLines(changes)].join('\n')}\n`);
+    session.io.stdout.write(`${[head, ...changeLines(changes, hiddenKeys(schema))].join('\n')}\n`);
     return 0;
   }, io);
 }

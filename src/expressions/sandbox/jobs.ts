@@ -1,5 +1,6 @@
 import { coerceValue, declaredTypeOf } from '../../core/coerce.js';
 import { labelsOf } from '../../core/view.js';
+import { ProgressiveRedaction } from '../../core/redact.js';
 import { failureResponse, type SandboxRequest, type SandboxResponse, type WireJob } from '../protocol.js';
 import type { ConfigView, ConstOutcome, ExpressionFailureKind, TestOutcome } from '../types.js';
 import { O, JSONparse, JSONstringify, StringCtor } from './intrinsics.js';
@@ -40,10 +41,17 @@ function runJob(job: WireJob): SandboxResponse {
     configs[key] = { key, storedValue, value: coerceValue(storedValue, declaredTypeOf(cfgu)), origin, cfgu, labels: labelsOf(cfgu) };
   }
   const p = progress!;
+  // Defence in depth: hidden values are redacted from messages here already (the host does it again). Set up at the
+  // first failure, from the values known then; the consts computed after that are checked one by one.
+  let redaction: ProgressiveRedaction | undefined;
+  const redact = (message: string): string =>
+    (redaction ??= new ProgressiveRedaction(
+      O.keys(configs).map((key) => ({ key, text: configs[key]!.storedValue, origin: configs[key]!.origin, cfgu: configs[key]!.cfgu })),
+    )).redact(message);
   for (const c of job.consts) {
     const rendered = render(c.template, contextFor(c.key, configs, job.input));
     if (rendered instanceof Failure) {
-      p.consts.push({ key: c.key, ok: false, kind: rendered.kind, message: rendered.message });
+      p.consts.push({ key: c.key, ok: false, kind: rendered.kind, message: redact(rendered.message) });
       continue;
     }
     const prior = configs[c.key];
@@ -56,13 +64,14 @@ function runJob(job: WireJob): SandboxResponse {
       cfgu,
       labels: prior?.labels ?? [],
     };
+    redaction?.constComputed(c.key, c.template, rendered, cfgu);
     p.consts.push({ key: c.key, ok: true, value: rendered });
   }
   for (const t of job.tests) {
     const $ = contextFor(t.key, configs, job.input);
     for (let index = 0; index < t.expressions.length; index++) {
       const r = testExpression(t.expressions[index]!, $);
-      if (r instanceof Failure) p.tests.push({ key: t.key, index, ok: false, kind: r.kind, message: r.message });
+      if (r instanceof Failure) p.tests.push({ key: t.key, index, ok: false, kind: r.kind, message: redact(r.message) });
       p.testsDone++;
     }
   }

@@ -1,0 +1,44 @@
+// Pieces the benchmark drivers share: a free loopback port, the load generator run in its own process, and waiting
+// until a server reports ready.
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+
+export const freePort = () =>
+  new Promise((resolve) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+
+/** autocannon from bench/load.mjs in a second process (it must not share the server's CPU budget); its summary. */
+export function load(options) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [join(root, 'bench/load.mjs'), JSON.stringify(options)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (d) => (out += d));
+    child.on('exit', (code) => (code === 0 ? resolve(JSON.parse(out)) : reject(new Error(`load generator exited ${code}`))));
+  });
+}
+
+/** Poll `${base}/ready` until it answers 200. */
+export async function waitReady(base, ms = 60000) {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    try {
+      if ((await fetch(`${base}/ready`)).status === 200) return;
+    } catch {
+      /* not listening yet */
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`${base}: the server did not become ready`);
+}
+
+/** Every pid in the tree below `pid` (a server, its workers, their sandbox processes), from /proc. */
+export { processTree as tree } from './proc-memory.mjs';

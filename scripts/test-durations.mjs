@@ -1,0 +1,21 @@
+// A node:test reporter used by `npm test` beside the spec reporter: at the end, the time of each test file (the sum of
+// its top-level tests, which run one after another), slowest first, so the costs of the suite are visible per file.
+import { relative } from 'node:path';
+
+export default async function* durations(source) {
+  const files = new Map();
+  for await (const event of source) {
+    if ((event.type !== 'test:pass' && event.type !== 'test:fail') || event.data.nesting !== 0 || !event.data.file) continue;
+    const row = files.get(event.data.file) ?? { ms: 0, tests: 0, failed: 0 };
+    row.ms += event.data.details.duration_ms ?? 0;
+    row.tests++;
+    if (event.type === 'test:fail') row.failed++;
+    files.set(event.data.file, row);
+  }
+  const rows = [...files].sort((a, b) => b[1].ms - a[1].ms);
+  const total = rows.reduce((sum, [, r]) => sum + r.ms, 0);
+  yield `\ntime per test file (sum of its top-level tests), slowest first; all files: ${(total / 1000).toFixed(1)} s\n`;
+  for (const [file, r] of rows) {
+    yield `${(r.ms / 1000).toFixed(1).padStart(8)} s  ${relative(process.cwd(), file)}${r.failed ? `  (${r.failed} failed)` : ''}\n`;
+  }
+}

@@ -1,0 +1,131 @@
+/**
+ * Scopes: what a credential may read. A grant names the stores a command may name, the set paths it may name (as
+ * patterns), and optionally the keys or labels its schema may declare. A principal (who a request is for) holds
+ * either full access (preshared keys, or no authentication at all) or a list of grants; a command is allowed when
+ * one grant covers all of it. The check looks at the request body only, so it runs before any store is read.
+ */
+import { labelsOf, parseSet, type EvalCommandInput, type RefusedCommand } from '../core/index.js';
+
+export interface Grant {
+  /** Store names; `*` for every store. */
+  stores: string[];
+  /** Set path patterns: `prod/**`, `staging`, `* /eu` (without the space); `""` or `/` for the root set. */
+  sets: string[];
+  /** When given (with or without `keys`), only keys carrying one of these labels, or named in `keys`, may be declared. */
+  labels?: string[];
+  /** When given, only these keys (patterns with `*`) may be declared (or keys with a label of `labels`). */
+  keys?: string[];
+}
+
+/** A grant compiled for matching. */
+export interface CompiledGrant {
+  anyStore: boolean;
+  stores: ReadonlySet<string>;
+  sets: RegExp[];
+  labels: ReadonlySet<string> | undefined;
+  keys: RegExp[] | undefined;
+}
+
+export type Principal =
+  | { kind: 'anonymous' | 'preshared'; subject: string | null; identity: string; grants: 'all' }
+  | { kind: 'credential' | 'jwt'; subject: string; identity: string; grants: readonly CompiledGrant[] };
+
+const escape = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+/** A segment with `*` wildcards (each matches within one segment). */
+const segmentRegex = (segment: string, what: string): string => {
+  if (segment === '*') return '[^/]+';
+  return segment.split('*').map(escape).join(what);
+};
+
+/**
+ * Compile a set pattern. Segments are `/`-separated: `*` matches one segment, `**` any number of segments (zero
+ * included, so `prod/**` matches `prod` itself), `ab*` part of one. The root set is matched only by `""` or `/`.
+ * Returns a problem message for a pattern that is not a set path with wildcards.
+ */
+export function compileSetPattern(pattern: string): RegExp | { problem: string } {
+  let p = pattern.trim();
+  if (p === '' || p === '/') return /^$/;
+  if (p.startsWith('/')) p = p.slice(1);
+  if (p.endsWith('/')) p = p.slice(0, -1);
+  let re = '';
+  for (const segment of p.split('/')) {
+    if (segment === '**') {
+      re += '(?:/[^/]+)*';
+      continue;
+    }
+    if (segment === '') return { problem: `"${pattern}" is not a set pattern (it has an empty segment)` };
+    const literal = segment.replace(/\*/g, 'x');
+    const checked = parseSet(literal);
+    if ('problem' in checked || segment.includes('**')) return { problem: `"${pattern}" is not a set pattern (segments of letters, digits, _ and -, with * or **)` };
+    re += `/${segmentRegex(segment, '[^/]*')}`;
+  }
+  // Matched against "/" + set path; a non-root pattern never matches the root (whose subject is "").
+  return new RegExp(`^${re}$`);
+}
+
+/** Compile a key pattern (`*` matches any run of characters). */
+export function compileKeyPattern(pattern: string): RegExp {
+  return new RegExp(`^${pattern.split('*').map(escape).join('.*')}$`);
+}
+
+export function compileGrant(g: Grant): CompiledGrant {
+  return {
+    anyStore: g.stores.includes('*'),
+    stores: new Set(g.stores),
+    sets: g.sets.map((s) => {
+      const r = compileSetPattern(s);
+      if (!(r instanceof RegExp)) throw new TypeError(r.problem);
+      return r;
+    }),
+    labels: g.labels ? new Set(g.labels) : undefined,
+    keys: g.keys ? g.keys.map(compileKeyPattern) : g.labels ? [] : undefined,
+  };
+}
+
+/** The subject a set path is matched as: "" for the root, "/a/b" for `a/b`. */
+function setSubject(set: unknown): string | undefined {
+  const parsed = parseSet(typeof set === 'string' ? set : '');
+  if ('problem' in parsed) return undefined;
+  return parsed.path === '' ? '' : `/${parsed.path}`;
+}
+
+function keysCovered(g: CompiledGrant, command: EvalCommandInput): boolean {
+  if (!g.keys) return true;
+  const keys = (command.schema as { keys?: Record<string, unknown> } | undefined)?.keys ?? {};
+  for (const [key, cfgu] of Object.entries(keys)) {
+    if (g.keys.some((k) => k.test(key))) continue;
+    const labels = g.labels && cfgu && typeof cfgu === 'object' ? labelsOf(cfgu as Record<string, unknown>) : [];
+    if (g.labels && labels.some((l) => g.labels!.has(l))) continue;
+    return false;
+  }
+  return true;
+}
+
+/**
+ * The commands of a pipeline the principal may not run, in order (empty: all allowed). `defaultStore` is the name of
+ * the store a command without `store` reads (undefined when there is none).
+ */
+export function refusedCommands(principal: Principal, commands: readonly EvalCommandInput[], defaultStore: string | undefined): RefusedCommand[] {
+  if (principal.grants === 'all') return [];
+  const refused: RefusedCommand[] = [];
+  for (let i = 0; i < commands.length; i++) {
+    const command = commands[i]!;
+    const store = typeof command.store === 'string' ? command.store : defaultStore;
+    const setText = typeof command.set === 'string' ? command.set : '';
+    const subject = setSubject(setText);
+    const ok =
+      subject !== undefined &&
+      principal.grants.some(
+        (g) => (g.anyStore || (store !== undefined && g.stores.has(store))) && g.sets.some((r) => r.test(subject)) && keysCovered(g, command),
+      );
+    if (!ok) refused.push({ command: i, store: store ?? null, set: subject === undefined ? setText : subject.slice(1) });
+  }
+  return refused;
+}
+
+/** The stores a principal may name, to filter the known names an unknown-store answer lists. */
+export function visibleStores(principal: Principal, names: readonly string[]): string[] {
+  if (principal.grants === 'all') return [...names];
+  return names.filter((n) => (principal.grants as readonly CompiledGrant[]).some((g) => g.anyStore || g.stores.has(n)));
+}

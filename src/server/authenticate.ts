@@ -1,0 +1,193 @@
+/**
+ * Who a request is for. Three kinds of bearer credential, tried in this order:
+ *   1. preshared keys (full access, as before scopes existed) and scoped tokens whose SHA-256 is in `.configu`: the
+ *      presented token is hashed once and compared with every configured digest with crypto.timingSafeEqual, never
+ *      stopping at the first match;
+ *   2. a JWT (three base64url parts) when an issuer is configured: verified with `jose` against the issuer's JWKS
+ *      (signature, allowed algorithms, iss, aud, exp, nbf with the configured clock skew), then mapped to grants by
+ *      its claims. Verified tokens are remembered by their hash until they expire (a bounded LRU), so a client that
+ *      sends the same token again costs a hash and a lookup, not a signature check.
+ * A failure never says why to the client (one fixed 401); the reason goes to the log.
+ */
+import { timingSafeEqual } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { LRUCache } from 'lru-cache';
+import { createLocalJWKSet, createRemoteJWKSet, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { ConfigurationError } from '../core/errors.js';
+import { BEARER, digest } from './auth.js';
+import { compileGrant, type CompiledGrant, type Principal } from './access.js';
+import type { JwtGrant, JwtSettings } from './access-settings.js';
+import type { ServerSettings } from './settings.js';
+
+const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
+
+export type AuthResult = { principal: Principal } | { reason: string; level?: 'warn' | 'error' };
+
+export interface Authenticator {
+  /** The principal for a raw Authorization header, or why there is none. Synchronous unless a JWT is verified. */
+  authenticate(authorization: string | undefined): AuthResult | Promise<AuthResult>;
+}
+
+interface Entry {
+  digest: Buffer;
+  principal: Principal;
+}
+
+export const ANONYMOUS: Principal = Object.freeze({ kind: 'anonymous', subject: null, identity: '', grants: 'all' }) as Principal;
+
+/** The value(s) a claim holds, by dotted path; a string holds each of its space-separated words (OAuth `scope`). */
+function claimValues(payload: JWTPayload, path: string): string[] {
+  let cur: unknown = payload;
+  for (const part of path.split('.')) {
+    if (typeof cur !== 'object' || cur === null || Array.isArray(cur)) return [];
+    cur = (cur as Record<string, unknown>)[part];
+  }
+  if (typeof cur === 'string') return cur.split(/\s+/).filter(Boolean);
+  if (Array.isArray(cur)) return cur.filter((v): v is string => typeof v === 'string');
+  return [];
+}
+
+/** The reason of a jose failure, for the log (never the token, never a claim's value). */
+function joseReason(e: unknown): { reason: string; level?: 'warn' | 'error' } {
+  const err = e as { code?: string; claim?: string; reason?: string };
+  switch (err.code) {
+    case 'ERR_JWT_EXPIRED':
+      return { reason: 'token expired' };
+    case 'ERR_JWT_CLAIM_VALIDATION_FAILED':
+      if (err.claim === 'nbf') return { reason: 'token not yet valid (nbf)' };
+      if (err.claim === 'iss') return { reason: 'wrong issuer' };
+      if (err.claim === 'aud') return { reason: 'wrong audience' };
+      return { reason: `claim ${err.claim ?? '?'} ${err.reason === 'missing' ? 'missing' : 'invalid'}` };
+    case 'ERR_JOSE_ALG_NOT_ALLOWED':
+      return { reason: 'algorithm not allowed' };
+    case 'ERR_JOSE_NOT_SUPPORTED':
+      return { reason: 'algorithm not supported' };
+    case 'ERR_JWKS_NO_MATCHING_KEY':
+      return { reason: 'no key of the JWKS matches the token (unknown kid or algorithm)' };
+    case 'ERR_JWKS_MULTIPLE_MATCHING_KEYS':
+      return { reason: 'several keys of the JWKS match the token and none verified it' };
+    case 'ERR_JWS_SIGNATURE_VERIFICATION_FAILED':
+      return { reason: 'bad signature' };
+    case 'ERR_JWS_INVALID':
+    case 'ERR_JWT_INVALID':
+      return { reason: 'malformed token' };
+    case 'ERR_JWKS_TIMEOUT':
+    case 'ERR_JWKS_INVALID':
+      return { reason: `the JWKS could not be fetched (${err.code})`, level: 'error' };
+    default:
+      return { reason: `the JWKS could not be fetched or the token could not be verified (${err.code ?? (e as Error)?.name ?? 'error'})`, level: 'error' };
+  }
+}
+
+interface JwtVerifier {
+  verify(token: string, key: string): AuthResult | Promise<AuthResult>;
+}
+
+function createJwtVerifier(jwt: JwtSettings): JwtVerifier {
+  let keys: JWTVerifyGetKey;
+  if (jwt.jwksUrl) {
+    keys = createRemoteJWKSet(new URL(jwt.jwksUrl), {
+      cooldownDuration: jwt.jwksCooldownSeconds * 1000,
+      cacheMaxAge: jwt.jwksMaxAgeSeconds * 1000,
+      timeoutDuration: 5000,
+    });
+  } else {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(readFileSync(jwt.jwksFile!, 'utf8'));
+    } catch (e) {
+      throw new ConfigurationError(`cannot read the JWKS file (${(e as NodeJS.ErrnoException).code ?? 'not JSON'})`, undefined, 'auth.jwt.jwksFile');
+    }
+    try {
+      keys = createLocalJWKSet(parsed as Parameters<typeof createLocalJWKSet>[0]);
+    } catch {
+      throw new ConfigurationError('the JWKS file is not a JSON Web Key Set ({"keys": [...]})', undefined, 'auth.jwt.jwksFile');
+    }
+  }
+  const grants: Array<{ grant: JwtGrant; compiled: CompiledGrant }> = jwt.grants.map((g) => ({ grant: g, compiled: compileGrant(g) }));
+  const cache = jwt.cacheSize > 0 ? new LRUCache<string, Principal>({ max: jwt.cacheSize }) : undefined;
+  const expiries = new Map<string, number>();
+  const options = {
+    issuer: jwt.issuer,
+    audience: jwt.audience,
+    algorithms: jwt.algorithms,
+    clockTolerance: jwt.clockSkewSeconds,
+    requiredClaims: ['exp', 'sub'],
+  };
+
+  const principalOf = (payload: JWTPayload): Principal => {
+    const granted = grants.filter(({ grant }) => claimValues(payload, grant.claim).includes(grant.value)).map((g) => g.compiled);
+    return { kind: 'jwt', subject: payload.sub!, identity: `jwt:${payload.sub}`, grants: granted };
+  };
+
+  return {
+    verify(token, key) {
+      if (cache) {
+        const hit = cache.get(key);
+        if (hit) {
+          if (Date.now() < expiries.get(key)!) return { principal: hit };
+          cache.delete(key);
+          expiries.delete(key);
+        }
+      }
+      return jwtVerify(token, keys, options).then(
+        ({ payload }) => {
+          if (typeof payload.sub !== 'string' || payload.sub === '') return { reason: 'the token has no subject (sub)' };
+          const principal = principalOf(payload);
+          if (cache) {
+            // Remembered until the token expires (with the skew the verifier allows), never longer.
+            const until = (payload.exp! + jwt.clockSkewSeconds) * 1000;
+            const ttl = until - Date.now();
+            if (ttl > 0) {
+              cache.set(key, principal, { ttl: Math.ceil(ttl) });
+              expiries.set(key, until);
+              if (expiries.size > jwt.cacheSize * 2) {
+                for (const k of expiries.keys()) if (!cache.has(k)) expiries.delete(k);
+              }
+            }
+          }
+          return { principal };
+        },
+        (e: unknown) => joseReason(e),
+      );
+    },
+  };
+}
+
+/** The authenticator for the settings, or undefined when authentication is off. */
+export function createAuthenticator(settings: ServerSettings): Authenticator | undefined {
+  if (!settings.auth.enabled) return undefined;
+  const entries: Entry[] = [
+    ...settings.auth.presharedKeys.map((k, i): Entry => {
+      const d = digest(k);
+      // The identity keeps the sandbox's per-client queue name of before (a prefix of the key's digest).
+      return { digest: d, principal: { kind: 'preshared', subject: `preshared:${i + 1}`, identity: `key:${d.toString('base64url').slice(0, 22)}`, grants: 'all' } };
+    }),
+    ...settings.auth.credentials.map(
+      (c): Entry => ({
+        digest: Buffer.from(c.sha256, 'hex'),
+        principal: { kind: 'credential', subject: c.name, identity: `cred:${c.name}`, grants: [compileGrant(c)] },
+      }),
+    ),
+  ];
+  const jwt = settings.auth.jwt ? createJwtVerifier(settings.auth.jwt) : undefined;
+
+  return {
+    authenticate(authorization) {
+      if (typeof authorization !== 'string') return { reason: 'no Authorization header' };
+      if (authorization.length > 8192) return { reason: 'Authorization header too long' };
+      const m = BEARER.exec(authorization);
+      if (!m) return { reason: 'not a bearer credential' };
+      const token = m[1]!;
+      const presented = digest(token);
+      let found: Principal | undefined;
+      for (const e of entries) {
+        // No early exit: every digest is compared.
+        if (timingSafeEqual(presented, e.digest)) found = e.principal;
+      }
+      if (found) return { principal: found };
+      if (jwt && JWT_SHAPE.test(token)) return jwt.verify(token, presented.toString('base64url'));
+      return { reason: 'unknown key or token' };
+    },
+  };
+}

@@ -1,0 +1,157 @@
+/**
+ * OpenTelemetry traces: off unless the operator sets an OTLP endpoint (`OTEL_EXPORTER_OTLP_ENDPOINT` or
+ * `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`); `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none` keep them off anyway.
+ * The SDK reads the other standard variables itself (`OTEL_TRACES_SAMPLER`, `OTEL_TRACES_SAMPLER_ARG`,
+ * `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_BSP_*`, ...); `OTEL_SERVICE_NAME` names the service (default `cfgu`), and
+ * `OTEL_RESOURCE_ATTRIBUTES` adds to the resource. Spans go out in batches over OTLP/HTTP.
+ *
+ * Spans: the request (its parent is the caller's W3C `traceparent`, when given), one per command of a pipeline, one
+ * per store read and one per sandbox job. Attributes are names and counts only: never a value, an override, a key name,
+ * a header or a client address.
+ */
+import { SpanKind, SpanStatusCode, context, propagation, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
+import {
+  AlwaysOffSampler,
+  AlwaysOnSampler,
+  BatchSpanProcessor,
+  ParentBasedSampler,
+  TraceIdRatioBasedSampler,
+  TracerProvider,
+  type Sampler,
+} from '@opentelemetry/sdk-trace';
+import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
+import type { CommandInfo, EngineObserver } from '../core/ports.js';
+import { version } from './version.js';
+
+export interface Tracing {
+  readonly tracer: Tracer;
+  /** Send what is still buffered and stop. */
+  shutdown(): Promise<void>;
+}
+
+let active: Tracing | undefined;
+
+/** Whether the environment asks for traces (see the module comment). */
+export function tracingRequested(env: NodeJS.ProcessEnv): boolean {
+  if (/^\s*true\s*$/i.test(env.OTEL_SDK_DISABLED ?? '')) return false;
+  const exporters = (env.OTEL_TRACES_EXPORTER ?? 'otlp').split(',').map((s) => s.trim().toLowerCase());
+  if (!exporters.includes('otlp')) return false;
+  return !!(env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim());
+}
+
+/**
+ * The sampler named by `OTEL_TRACES_SAMPLER` (with `OTEL_TRACES_SAMPLER_ARG` for the ratio ones), as the
+ * specification lists them; default `parentbased_always_on`. An unknown name falls back to the default.
+ */
+export function samplerFromEnv(env: NodeJS.ProcessEnv): Sampler {
+  const name = (env.OTEL_TRACES_SAMPLER ?? '').trim().toLowerCase();
+  const raw = Number((env.OTEL_TRACES_SAMPLER_ARG ?? '').trim() || 1);
+  const ratio = Number.isFinite(raw) && raw >= 0 && raw <= 1 ? raw : 1;
+  switch (name) {
+    case 'always_on':
+      return new AlwaysOnSampler();
+    case 'always_off':
+      return new AlwaysOffSampler();
+    case 'traceidratio':
+      return new TraceIdRatioBasedSampler(ratio);
+    case 'parentbased_always_off':
+      return new ParentBasedSampler({ root: new AlwaysOffSampler() });
+    case 'parentbased_traceidratio':
+      return new ParentBasedSampler({ root: new TraceIdRatioBasedSampler(ratio) });
+    default:
+      return new ParentBasedSampler({ root: new AlwaysOnSampler() });
+  }
+}
+
+/** The batch processor's `OTEL_BSP_*` settings (positive integers; others are ignored). */
+function batchOptions(env: NodeJS.ProcessEnv) {
+  const int = (name: string): number | undefined => {
+    const v = Number(env[name]);
+    return Number.isInteger(v) && v > 0 ? v : undefined;
+  };
+  const options = {
+    scheduledDelayMillis: int('OTEL_BSP_SCHEDULE_DELAY'),
+    exportTimeoutMillis: int('OTEL_BSP_EXPORT_TIMEOUT'),
+    maxQueueSize: int('OTEL_BSP_MAX_QUEUE_SIZE'),
+    maxExportBatchSize: int('OTEL_BSP_MAX_EXPORT_BATCH_SIZE'),
+  };
+  return Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
+}
+
+/** The traces URL: the signal's own endpoint as given, else the general one with `/v1/traces` added. */
+export function tracesUrl(env: NodeJS.ProcessEnv): string {
+  const own = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim();
+  if (own) return own;
+  const base = env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim() ?? '';
+  return `${base.replace(/\/+$/, '')}/v1/traces`;
+}
+
+/** Start tracing for this process when the environment asks for it (once; later calls return the same). */
+export function startTracing(env: NodeJS.ProcessEnv = process.env): Tracing | undefined {
+  if (active || !tracingRequested(env)) return active;
+  const service = env.OTEL_SERVICE_NAME?.trim();
+  const resource = resourceFromAttributes({ [ATTR_SERVICE_NAME]: 'cfgu', [ATTR_SERVICE_VERSION]: version })
+    .merge(detectResources({ detectors: [envDetector] }))
+    .merge(service ? resourceFromAttributes({ [ATTR_SERVICE_NAME]: service }) : null);
+  const provider = new TracerProvider({
+    resource,
+    sampler: samplerFromEnv(env),
+    spanProcessors: [new BatchSpanProcessor({ exporter: new OTLPTraceExporter({ url: tracesUrl(env) }), ...batchOptions(env) })],
+  });
+  const contextManager = new AsyncLocalStorageContextManager().enable();
+  context.setGlobalContextManager(contextManager);
+  propagation.setGlobalPropagator(new W3CTraceContextPropagator());
+  trace.setGlobalTracerProvider(provider);
+  const tracing: Tracing = {
+    tracer: provider.getTracer('cfgu', version),
+    shutdown: async () => {
+      if (active !== tracing) return;
+      active = undefined;
+      await provider.shutdown().catch(() => undefined);
+      trace.disable();
+      propagation.disable();
+      context.disable();
+    },
+  };
+  active = tracing;
+  return tracing;
+}
+
+/** The tracer of this process when tracing is on. */
+export function activeTracer(): Tracer | undefined {
+  return active?.tracer;
+}
+
+/** Run `fn` as a child span of the active context; the span ends when `fn` settles (an error marks it, by type only). */
+export async function inSpan<T>(tracer: Tracer, name: string, attributes: Record<string, string | number | boolean>, fn: (span: Span) => Promise<T>): Promise<T> {
+  const span = tracer.startSpan(name, { kind: SpanKind.INTERNAL, attributes });
+  try {
+    return await context.with(trace.setSpan(context.active(), span), () => fn(span));
+  } catch (e) {
+    markError(span, e);
+    throw e;
+  } finally {
+    span.end();
+  }
+}
+
+/** Error status with the error's class and stable code only (messages may quote what a client sent). */
+export function markError(span: Span, e: unknown): void {
+  const code = (e as { code?: unknown })?.code;
+  span.setStatus({ code: SpanStatusCode.ERROR, message: typeof code === 'string' ? code : (e as Error)?.name ?? 'error' });
+  span.setAttribute('error.type', typeof code === 'string' ? code : (e as Error)?.name ?? 'error');
+}
+
+/** The engine's observer: one span per command. */
+export function commandSpans(tracer: Tracer): EngineObserver {
+  return {
+    command: <T>(info: CommandInfo, run: () => Promise<T>) =>
+      inSpan(tracer, 'cfgu.command', { 'cfgu.command.index': info.index, 'cfgu.command.keys': info.keys, ...(info.store !== undefined ? { 'cfgu.store.name': info.store } : {}) }, () => run()),
+  };
+}
+
+export type { Context, Span, Tracer };

@@ -1,0 +1,81 @@
+/**
+ * docs/server.md, "Trying it with curl" (under "Watching for changes"): its bash blocks run as written (the port
+ * replaced by a free one) against the built `cfgu serve` in a copy of examples/, with `cfgu` on the PATH; the output
+ * must equal the documented text (the stream's heartbeat comments aside).
+ */
+import { after, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { cpSync, readFileSync, writeFileSync, chmodSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { BIN, killChildren, removeTempDirs, ROOT, serveOnFreePort, tempDir, waitForStatus } from '../server/helpers.js';
+import { requireOrSkip } from '../helpers/services.js';
+import { waitFor } from '../helpers/wait.js';
+
+const groups: ChildProcess[] = [];
+after(async () => {
+  for (const g of groups) {
+    try {
+      if (g.pid !== undefined && g.exitCode === null) process.kill(-g.pid, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
+  }
+  await killChildren();
+  removeTempDirs();
+});
+
+function blocks(): Array<{ lang: string; text: string }> {
+  const doc = readFileSync(join(ROOT, 'docs', 'server.md'), 'utf8');
+  const start = doc.indexOf('\n### Trying it with curl');
+  assert.ok(start !== -1, 'docs/server.md has the section');
+  const end = doc.indexOf('\n## ', start + 1);
+  const section = doc.slice(start, end === -1 ? undefined : end);
+  return [...section.matchAll(/```(\w+)\n([\s\S]*?)```/g)].map((m) => ({ lang: m[1]!, text: m[2]! }));
+}
+
+function shellEnv(shim: string): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!/^(CONFIGU_|npm_)/i.test(k)) env[k] = v;
+  env.PATH = `${shim}:${process.env.PATH ?? ''}`;
+  env.CI = 'true';
+  return env;
+}
+
+test('the curl examples of "Watching for changes" print what the docs say', async (t) => {
+  try {
+    execFileSync('curl', ['--version'], { stdio: 'ignore' });
+  } catch {
+    if (!requireOrSkip(t, 'curl', 'not on the PATH')) return;
+  }
+  const [first, firstOut, stream, write, streamOut] = blocks();
+  assert.deepEqual([first?.lang, firstOut?.lang, stream?.lang, write?.lang, streamOut?.lang], ['bash', 'text', 'bash', 'bash', 'text']);
+
+  const dir = tempDir('cfgu-watch-docs-');
+  cpSync(join(ROOT, 'examples'), dir, { recursive: true });
+  const shim = join(dir, '.bin');
+  mkdirSync(shim);
+  writeFileSync(join(shim, 'cfgu'), `#!/bin/sh\nexec "${process.execPath}" "${BIN}" "$@"\n`);
+  chmodSync(join(shim, 'cfgu'), 0o755);
+
+  const { base } = await serveOnFreePort(['--config', join(dir, '.configu')], {}, dir);
+  await waitForStatus(`${base}/ready`, 200);
+  const local = (script: string) => script.replaceAll('http://localhost:8080', base);
+  const env = shellEnv(shim);
+
+  const out = execFileSync('bash', ['-c', local(first!.text)], { cwd: dir, env, encoding: 'utf8' });
+  assert.equal(out, firstOut!.text);
+
+  // The stream runs in a process group of its own (stopped at the end); the definitions come from the first block.
+  const definitions = first!.text.split('\n').filter((l) => /^(URL|BODY)=/.test(l)).join('\n');
+  const curl = spawn('bash', ['-c', `${local(definitions)}\n${local(stream!.text)}`], { cwd: dir, env, detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+  groups.push(curl);
+  let streamed = '';
+  curl.stdout!.on('data', (c: Buffer) => (streamed += c.toString('utf8')));
+  const events = () => streamed.split('\n').filter((l) => !l.startsWith(':')).join('\n');
+  const [firstEvent] = streamOut!.text.split('\n\n');
+  await waitFor('the first event', () => events().startsWith(`${firstEvent}\n\n`));
+  execFileSync('bash', ['-c', write!.text], { cwd: dir, env, encoding: 'utf8' });
+  await waitFor('the change event', () => events() === `${streamOut!.text}\n`);
+  process.kill(-curl.pid!, 'SIGTERM');
+});

@@ -1,0 +1,56 @@
+/**
+ * Request lines switched off and on again without a restart: SIGUSR2 to the primary of `cfgu serve --workers 2`
+ * reaches every worker. Absence is proven by order, not by waiting: a worker writes its lines in order, so a request
+ * answered while lines were off would have its line before that worker's "on" line, which the test waits for.
+ */
+import { after, afterEach, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { join } from 'node:path';
+import { killChildren, postJson, removeTempDirs, spawnCfgu, tempDir, writeJson, type Spawned } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
+
+after(async () => {
+  await killChildren();
+  removeTempDirs();
+});
+afterEach(killChildren);
+
+const lines = (p: Spawned, msg: string) => p.logs().filter((l) => l.msg === msg);
+
+describe('SIGUSR2', { timeout: 300_000 }, () => {
+  test('turns the request lines of every worker off, then on again; the server keeps serving', async () => {
+    const dir = tempDir();
+    writeJson(join(dir, 'data.json'), [{ set: '', key: 'A', value: 'x' }]);
+    const configu = writeJson(join(dir, '.configu'), { stores: { main: { type: 'json-file', configuration: { path: 'data.json' } } } });
+    const p = spawnCfgu(['serve', '--config', configu, '--workers', '2', '--port', '0', '--host', '127.0.0.1'], { CONFIGU_EXPRESSION_WORKERS: '1' });
+    const { port } = await p.waitForLog('ready', (l) => l.role === 'primary' && l.workers === 2, 120_000);
+    const url = `http://127.0.0.1:${port}/export`;
+    const body = [{ schema: { keys: { A: {} } } }];
+    const send = async (id: string) => assert.equal((await postJson(url, body, { 'x-request-id': id })).status, 200);
+    const logged = (id: string) => p.logs().some((l) => l.msg === 'request' && l.reqId === id);
+
+    await send('before-1');
+    await waitFor('the line of a request while lines are on', () => logged('before-1'));
+
+    process.kill(p.child.pid!, 'SIGUSR2');
+    await waitFor('both workers off', () => lines(p, 'request lines off (SIGUSR2)').length === 2);
+    // Several requests, so both workers (round robin) answer some while off.
+    for (let i = 0; i < 6; i++) await send(`off-${i}`);
+
+    process.kill(p.child.pid!, 'SIGUSR2');
+    await waitFor('both workers on', () => lines(p, 'request lines on (SIGUSR2)').length === 2);
+    await send('after-1');
+    await waitFor('the line of a request after lines are back', () => logged('after-1'));
+
+    for (let i = 0; i < 6; i++) assert.equal(logged(`off-${i}`), false, `off-${i} was logged while lines were off`);
+    const toggles = [...lines(p, 'request lines off (SIGUSR2)'), ...lines(p, 'request lines on (SIGUSR2)')];
+    assert.deepEqual(
+      toggles.map((l) => [l.level, l.role, l.requestLines]),
+      [...Array(2).fill(['warn', 'worker', false]), ...Array(2).fill(['warn', 'worker', true])],
+    );
+    assert.equal(p.child.exitCode, null, 'still running');
+    p.child.kill('SIGTERM');
+    assert.equal(await p.exited, 0);
+    assert.ok(lines(p, 'stopped').length >= 2, 'the last lines are flushed at exit');
+  });
+});

@@ -1,0 +1,78 @@
+/** A minimal Server-Sent Events client for the watch suites: events and comments as they arrive, parsed per the SSE format. */
+import { request } from 'node:http';
+
+export interface SseEvent {
+  event: string;
+  id: string | undefined;
+  data: string;
+}
+
+export interface SseStream {
+  status: number;
+  headers: Record<string, string | string[] | undefined>;
+  /** Events so far, in order. */
+  events: SseEvent[];
+  /** Comment lines so far (heartbeats), without the colon. */
+  comments: string[];
+  /** The body of a non-stream answer (a problem), once ended. */
+  body: string;
+  /** Resolves when the server ends the response. */
+  ended: Promise<void>;
+  close(): void;
+}
+
+/** POST `body` to `url` with `Accept: text/event-stream`; resolves once the response headers arrive. */
+export function openStream(url: string, body: unknown, headers: Record<string, string> = {}): Promise<SseStream> {
+  return new Promise((resolve, reject) => {
+    const text = JSON.stringify(body);
+    const req = request(url, {
+      method: 'POST',
+      agent: false,
+      headers: { 'content-type': 'application/json', accept: 'text/event-stream', connection: 'close', ...headers },
+    });
+    req.on('error', reject);
+    req.on('response', (res) => {
+      let buffer = '';
+      let endResolve!: () => void;
+      const ended = new Promise<void>((r) => (endResolve = r));
+      const stream: SseStream = {
+        status: res.statusCode ?? 0,
+        headers: res.headers,
+        events: [],
+        comments: [],
+        body: '',
+        ended,
+        close: () => req.destroy(),
+      };
+      let current: { event: string; id: string | undefined; data: string[] } = { event: 'message', id: undefined, data: [] };
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        stream.body += chunk;
+        buffer += chunk;
+        let nl: number;
+        while ((nl = buffer.indexOf('\n')) !== -1) {
+          const line = buffer.slice(0, nl).replace(/\r$/, '');
+          buffer = buffer.slice(nl + 1);
+          if (line === '') {
+            if (current.data.length) stream.events.push({ event: current.event, id: current.id, data: current.data.join('\n') });
+            current = { event: 'message', id: undefined, data: [] };
+          } else if (line.startsWith(':')) {
+            stream.comments.push(line.slice(1).trim());
+          } else {
+            const colon = line.indexOf(':');
+            const field = colon === -1 ? line : line.slice(0, colon);
+            const value = colon === -1 ? '' : line.slice(colon + 1).replace(/^ /, '');
+            if (field === 'event') current.event = value;
+            else if (field === 'id') current.id = value;
+            else if (field === 'data') current.data.push(value);
+          }
+        }
+      });
+      res.on('end', endResolve);
+      res.on('close', endResolve);
+      res.on('error', endResolve);
+      resolve(stream);
+    });
+    req.end(text);
+  });
+}

@@ -1,0 +1,207 @@
+/**
+ * OpenTelemetry traces from the real binary: an OTLP/HTTP receiver in this test (a loopback HTTP server that decodes
+ * the exporter's JSON export requests) gets the spans of one POST /export sent with a W3C `traceparent`. The tree is
+ * checked (the caller's trace id, the request span under the caller's span, a span per command and per store read, a
+ * sandbox job under its command), and no stored value, override, hidden secret or bearer key appears anywhere in
+ * what was exported. Traces stay off without the OTEL_* variables (unit checks of the switch).
+ */
+import { after, afterEach, describe, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import { gunzipSync } from 'node:zlib';
+import { join } from 'node:path';
+import { waitFor } from '../helpers/wait.js';
+import { killChildren, postJson, removeTempDirs, serveOnFreePort, tempDir, waitForStatus, writeJson } from './helpers.js';
+import { samplerFromEnv, tracesUrl, tracingRequested } from '../../src/server/tracing.js';
+
+const API_KEY = 'api-key-trace-0123456789';
+const PLANTED = {
+  stored: 'stored-value-4c1d9e',
+  secret: 'hidden-secret-8b2f7a',
+  override: 'override-value-1e6c3b',
+};
+
+interface OtlpAttribute {
+  key: string;
+  value: Record<string, unknown>;
+}
+interface OtlpSpan {
+  traceId: string;
+  spanId: string;
+  parentSpanId?: string;
+  name: string;
+  kind: number;
+  attributes?: OtlpAttribute[];
+}
+
+let receiver: Server | undefined;
+after(async () => {
+  await killChildren();
+  removeTempDirs();
+  await new Promise<void>((r) => (receiver ? receiver.close(() => r()) : r()));
+});
+afterEach(killChildren);
+
+/** A minimal OTLP/HTTP traces endpoint: keeps every decoded export request and the raw text of all of them. */
+async function startReceiver(): Promise<{ port: number; spans: () => OtlpSpan[]; raw: () => string; contentTypes: Set<string> }> {
+  const bodies: unknown[] = [];
+  let raw = '';
+  const contentTypes = new Set<string>();
+  receiver = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      let buf = Buffer.concat(chunks);
+      if (req.headers['content-encoding'] === 'gzip') buf = gunzipSync(buf);
+      contentTypes.add(String(req.headers['content-type']));
+      if (req.method === 'POST' && req.url === '/v1/traces') {
+        const text = buf.toString('utf8');
+        raw += text;
+        bodies.push(JSON.parse(text));
+      }
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end('{}');
+    });
+  });
+  await new Promise<void>((r) => receiver!.listen(0, '127.0.0.1', () => r()));
+  const a = receiver.address();
+  const port = typeof a === 'object' && a ? a.port : 0;
+  const spans = () =>
+    bodies.flatMap((b) =>
+      ((b as { resourceSpans?: Array<{ scopeSpans?: Array<{ spans?: OtlpSpan[] }> }> }).resourceSpans ?? []).flatMap((rs) =>
+        (rs.scopeSpans ?? []).flatMap((ss) => ss.spans ?? []),
+      ),
+    );
+  return { port, spans, raw: () => raw, contentTypes };
+}
+
+const attr = (s: OtlpSpan, key: string): unknown => {
+  const v = s.attributes?.find((a) => a.key === key)?.value;
+  if (!v) return undefined;
+  if ('stringValue' in v) return v.stringValue;
+  if ('intValue' in v) return Number(v.intValue);
+  if ('boolValue' in v) return v.boolValue;
+  return v;
+};
+
+describe('traces over OTLP/HTTP', { timeout: 300_000 }, () => {
+  test('one trace under the caller\'s traceparent: request, a span per command and per store read, sandbox jobs; no value anywhere', async () => {
+    const otlp = await startReceiver();
+    const dir = tempDir('cfgu-trace-');
+    writeJson(join(dir, 'main.json'), [
+      { set: '', key: 'HOST', value: PLANTED.stored },
+      { set: '', key: 'PORT', value: '5432' },
+    ]);
+    writeJson(join(dir, 'secrets.json'), [{ set: '', key: 'DB_PASSWORD', value: PLANTED.secret }]);
+    const configu = writeJson(join(dir, '.configu'), {
+      stores: {
+        main: { type: 'json-file', configuration: { path: 'main.json' }, default: true },
+        secrets: { type: 'json-file', configuration: { path: 'secrets.json' } },
+      },
+    });
+    const { base } = await serveOnFreePort(['--config', configu, '--workers', '1'], {
+      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${otlp.port}`,
+      OTEL_SERVICE_NAME: 'cfgu-under-test',
+      OTEL_TRACES_SAMPLER: 'parentbased_always_on',
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+      CONFIGU_AUTH_ENABLED: 'true',
+      CONFIGU_AUTH_PRESHARED_KEYS: API_KEY,
+      CONFIGU_EXPRESSION_WORKERS: '1',
+    });
+    await waitForStatus(`${base}/ready`, 200, 120_000);
+
+    const traceId = randomBytes(16).toString('hex');
+    const callerSpan = randomBytes(8).toString('hex');
+    const pipeline = [
+      {
+        store: 'main',
+        schema: { keys: { HOST: { test: 'typeof $.value === "string"' }, PORT: {}, MODE: {} } },
+        configs: { MODE: PLANTED.override },
+      },
+      {
+        store: 'secrets',
+        schema: { keys: { DB_PASSWORD: { hidden: true }, DSN: { const: '{{ $.configs.HOST.value }}:{{ $.configs.DB_PASSWORD.value }}' } } },
+      },
+    ];
+    const r = await postJson(`${base}/export`, pipeline, { authorization: `Bearer ${API_KEY}`, traceparent: `00-${traceId}-${callerSpan}-01` });
+    assert.equal(r.status, 200, r.body);
+    assert.equal(r.json().DSN, `${PLANTED.stored}:${PLANTED.secret}`, 'the values really went through the traced request');
+
+    // The request span ends after its answer: wait until it (the root of our part of the tree) has been exported.
+    const spans = await waitFor('the request span', () => {
+      const all = otlp.spans().filter((s) => s.traceId === traceId);
+      return all.some((s) => s.parentSpanId === callerSpan) ? all : undefined;
+    });
+
+    const requestSpans = spans.filter((s) => s.parentSpanId === callerSpan);
+    assert.equal(requestSpans.length, 1, 'one request span under the caller');
+    const request = requestSpans[0]!;
+    assert.equal(request.name, 'POST /export');
+    assert.equal(request.kind, 2, 'SERVER');
+    assert.equal(attr(request, 'http.route'), '/export');
+    assert.equal(attr(request, 'http.response.status_code'), 200);
+
+    const byName = (name: string) => spans.filter((s) => s.name === name);
+    const commands = byName('cfgu.command').sort((a, b) => Number(attr(a, 'cfgu.command.index')) - Number(attr(b, 'cfgu.command.index')));
+    assert.deepEqual(
+      commands.map((c) => [c.parentSpanId, attr(c, 'cfgu.command.index'), attr(c, 'cfgu.store.name'), attr(c, 'cfgu.command.keys')]),
+      [
+        [request.spanId, 0, 'main', 3],
+        [request.spanId, 1, 'secrets', 2],
+      ],
+    );
+    const reads = byName('cfgu.store.read').sort((a, b) => String(attr(a, 'cfgu.store.name')).localeCompare(String(attr(b, 'cfgu.store.name'))));
+    assert.deepEqual(
+      reads.map((s) => [s.parentSpanId, attr(s, 'cfgu.store.name'), attr(s, 'cfgu.store.type'), attr(s, 'cfgu.store.from_backup')]),
+      [
+        [request.spanId, 'main', 'json-file', false],
+        [request.spanId, 'secrets', 'json-file', false],
+      ],
+    );
+    const jobs = byName('cfgu.sandbox.job');
+    assert.deepEqual(
+      jobs.map((j) => commands.findIndex((c) => c.spanId === j.parentSpanId)).sort(),
+      [0, 1],
+      'one sandbox job under each command (a test in the first, a const in the second)',
+    );
+    assert.equal(spans.length, 1 + commands.length + reads.length + jobs.length, `no other span: ${spans.map((s) => s.name).join(', ')}`);
+    assert.ok(spans.every((s) => s.traceId === traceId));
+
+    // Nothing that looks like a value, in any attribute or anywhere in what was exported.
+    const exported = otlp.raw();
+    const planted: Array<[string, string]> = [...Object.entries(PLANTED), ['bearer key', API_KEY]];
+    for (const [what, value] of planted) {
+      assert.ok(!exported.includes(value), `${what} leaked into the exported spans`);
+    }
+    assert.ok(exported.includes('"cfgu-under-test"'), 'OTEL_SERVICE_NAME names the service');
+    assert.deepEqual([...otlp.contentTypes], ['application/json']);
+  });
+});
+
+describe('the switch', () => {
+  test('off without an OTLP endpoint, or when disabled; on with either endpoint variable', () => {
+    assert.equal(tracingRequested({}), false);
+    assert.equal(tracingRequested({ OTEL_SERVICE_NAME: 'x' }), false);
+    assert.equal(tracingRequested({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318' }), true);
+    assert.equal(tracingRequested({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://127.0.0.1:4318/v1/traces' }), true);
+    assert.equal(tracingRequested({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318', OTEL_SDK_DISABLED: 'true' }), false);
+    assert.equal(tracingRequested({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318', OTEL_TRACES_EXPORTER: 'none' }), false);
+  });
+
+  test('the traces URL: the signal endpoint as given, else the general one with /v1/traces', () => {
+    assert.equal(tracesUrl({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318' }), 'http://collector:4318/v1/traces');
+    assert.equal(tracesUrl({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318/base/' }), 'http://collector:4318/base/v1/traces');
+    assert.equal(
+      tracesUrl({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://other:4318/custom' }),
+      'http://other:4318/custom',
+    );
+  });
+
+  test('OTEL_TRACES_SAMPLER names the sampler', () => {
+    assert.match(samplerFromEnv({}).toString(), /ParentBased\{root=AlwaysOnSampler/);
+    assert.equal(samplerFromEnv({ OTEL_TRACES_SAMPLER: 'always_off' }).toString(), 'AlwaysOffSampler');
+    assert.equal(samplerFromEnv({ OTEL_TRACES_SAMPLER: 'traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.25' }).toString(), 'TraceIdRatioBased{0.25}');
+    assert.match(samplerFromEnv({ OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.5' }).toString(), /root=TraceIdRatioBased\{0\.5\}/);
+  });
+});
