@@ -55,7 +55,8 @@ if (!files.length) {
 const tsx = join(root, 'node_modules/.bin/tsx');
 const started = Date.now();
 process.on('exit', () => console.error(`cfgu test: ${files.length} file(s) in ${((Date.now() - started) / 1000).toFixed(1)} s`));
-// Files run one at a time (the runner's default on 2 cores): on a machine loaded by other work, running several at
-// once was no faster and pushed tests that count a sandbox's CPU time past their limits (README.md, Development).
+// Two files at a time by default: most of a file's time is waiting on child processes and servers (README.md,
+// Development, has the figures). CFGU_TEST_CONCURRENCY=1 runs one at a time, for a machine that is already busy.
 const reporters = ['--test-reporter=spec', '--test-reporter-destination=stdout', `--test-reporter=${join(root, 'scripts/test-durations.mjs')}`, '--test-reporter-destination=stderr'];
-run(existsSync(tsx) ? tsx : 'npx', existsSync(tsx) ? ['--test', ...reporters, ...files] : ['tsx', '--test', ...reporters, ...files]);
+const concurrency = [`--test-concurrency=${/^[1-9]$/.test(process.env.CFGU_TEST_CONCURRENCY ?? '') ? process.env.CFGU_TEST_CONCURRENCY : 2}`];
+run(existsSync(tsx) ? tsx : 'npx', existsSync(tsx) ? ['--test', ...concurrency, ...reporters, ...files] : ['tsx', '--test', ...concurrency, ...reporters, ...files]);
