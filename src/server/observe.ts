@@ -247,8 +247,8 @@ function tracedRun(tracer: Tracer, root: Context, stores: StoreResolver, evaluat
   const observer: EngineObserver = {
     command<T>(info: CommandInfo, run: () => Promise<T>): Promise<T> {
       const attributes = { 'cfgu.command.index': info.index, 'cfgu.command.keys': info.keys, ...(info.store !== undefined ? { 'cfgu.store.name': info.store } : {}) };
-      return inSpan(tracer, 'cfgu.command', attributes, root, (_span, ctx) => {
-        current = ctx;
+      return inSpan(tracer, 'cfgu.command', attributes, root, (span) => {
+        current = trace.setSpan(root, span);
         return run().finally(() => {
           current = root;
         });
@@ -264,11 +264,12 @@ function tracedRun(tracer: Tracer, root: Context, stores: StoreResolver, evaluat
         name: store.name,
         type: store.type,
         read: (queries) =>
-          inSpan(tracer, 'cfgu.store.read', { ...attributes, 'cfgu.store.queries': queries.length }, current, async (span) => {
-            const answer = await store.read(queries);
-            span.setAttribute('cfgu.store.from_backup', answer.fromBackup);
-            return answer;
-          }),
+          inSpan(tracer, 'cfgu.store.read', { ...attributes, 'cfgu.store.queries': queries.length }, current, (span) =>
+            store.read(queries).then((answer) => {
+              span.setAttribute('cfgu.store.from_backup', answer.fromBackup);
+              return answer;
+            }),
+          ),
         write: (configs) => inSpan(tracer, 'cfgu.store.write', { ...attributes, 'cfgu.store.configs': configs.length }, current, () => store.write(configs)),
         ...(store.watch ? { watch: store.watch.bind(store) } : {}),
       };
@@ -278,14 +279,15 @@ function tracedRun(tracer: Tracer, root: Context, stores: StoreResolver, evaluat
   if (evaluator) {
     engine.expressions = {
       run: (job, ctx) =>
-        inSpan(tracer, 'cfgu.sandbox.job', { 'cfgu.sandbox.consts': job.consts.length, 'cfgu.sandbox.checks': expressionsOf(job) - job.consts.length }, current, async (span) => {
-          const result = await evaluator.run(job, ctx);
-          let failed = 0;
-          for (const o of result.consts) if (!o.ok) failed++;
-          for (const o of result.tests) if (!o.ok) failed++;
-          span.setAttribute('cfgu.sandbox.failed', failed);
-          return result;
-        }),
+        inSpan(tracer, 'cfgu.sandbox.job', { 'cfgu.sandbox.consts': job.consts.length, 'cfgu.sandbox.checks': expressionsOf(job) - job.consts.length }, current, (span) =>
+          evaluator.run(job, ctx).then((result) => {
+            let failed = 0;
+            for (const o of result.consts) if (!o.ok) failed++;
+            for (const o of result.tests) if (!o.ok) failed++;
+            span.setAttribute('cfgu.sandbox.failed', failed);
+            return result;
+          }),
+        ),
       renderTemplate: (template, ctx) => evaluator.renderTemplate(template, ctx),
       evaluateBoolean: (expression, ctx) => evaluator.evaluateBoolean(expression, ctx),
       renderTrusted: (template, variables) => evaluator.renderTrusted(template, variables),

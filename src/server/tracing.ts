@@ -126,23 +126,29 @@ export function activeTracer(): Tracer | undefined {
   return active?.tracer;
 }
 
-/** Run `fn` in a new span under `parent`; the span ends when `fn` settles (an error marks it, by type only). */
-export async function inSpan<T>(
-  tracer: Tracer,
-  name: string,
-  attributes: Record<string, string | number | boolean>,
-  parent: Context,
-  fn: (span: Span, ctx: Context) => Promise<T>,
-): Promise<T> {
+/**
+ * Run `fn` in a new span under `parent`; the span ends when `fn` settles (an error marks it, by type only). `fn` gets
+ * the span; a caller that starts children under it makes their parent with `trace.setSpan(parent, span)`.
+ */
+export function inSpan<T>(tracer: Tracer, name: string, attributes: Record<string, string | number | boolean>, parent: Context, fn: (span: Span) => Promise<T>): Promise<T> {
   const span = tracer.startSpan(name, { kind: SpanKind.INTERNAL, attributes }, parent);
+  let running: Promise<T>;
   try {
-    return await fn(span, trace.setSpan(parent, span));
+    running = fn(span);
   } catch (e) {
-    markError(span, e);
-    throw e;
-  } finally {
-    span.end();
+    running = Promise.reject(e);
   }
+  return running.then(
+    (v) => {
+      span.end();
+      return v;
+    },
+    (e: unknown) => {
+      markError(span, e);
+      span.end();
+      throw e;
+    },
+  );
 }
 
 /** Error status with the error's class and stable code only (messages may quote what a client sent). */
