@@ -100,6 +100,22 @@ export class CellCounter extends CellMetric<CounterCell> {
     return { value: 0 };
   }
 
+  /**
+   * For a counter of one label: a lookup of the cell of each value of that label, kept in a map of its own (no label
+   * object is built again for a value already seen).
+   */
+  byLabel(name: string): (value: string) => CounterCell {
+    const cells = new Map<string, CounterCell>();
+    return (value) => {
+      let c = cells.get(value);
+      if (!c) {
+        c = this.cell({ [name]: value });
+        cells.set(value, c);
+      }
+      return c;
+    };
+  }
+
   async get(): Promise<MetricJson> {
     const values = this.cells.map(({ labels, cell }) => ({ labels: { ...labels }, value: cell.value }));
     return { name: this.name, help: this.help, type: this.type, aggregator: this.aggregator, values } as unknown as MetricJson;

@@ -69,23 +69,19 @@ export class ServerMetrics {
   private readonly requests: CellCounter;
   private readonly requestDuration: CellHistogram;
   private readonly routes = new Map<string, RouteCells>();
-  private readonly evaluations: CellCounter;
-  private readonly outcomes = new Map<string, CounterCell>();
+  private readonly outcome: (outcome: string) => CounterCell;
   private readonly evaluationDuration: HistogramCell;
   private readonly evaluationCommands: HistogramCell;
   private readonly evaluationKeys: HistogramCell;
   private readonly expressions: CounterCell;
-  private readonly failures: CellCounter;
-  private readonly rules = new Map<string, CounterCell>();
+  private readonly rule: (rule: string) => CounterCell;
   private readonly sandboxJobDuration: HistogramCell;
   private readonly limitKills: { time: CounterCell; memory: CounterCell };
   private readonly storeOperations: CellCounter;
   private readonly storeDuration: CellHistogram;
   private readonly storeBackupAnswers: CellCounter;
-  private readonly watchEvaluations: CellCounter;
-  private readonly watchOutcomes = new Map<string, CounterCell>();
-  private readonly watchEnds: CellCounter;
-  private readonly watchEndReasons = new Map<string, CounterCell>();
+  private readonly watchOutcome: (outcome: string) => CounterCell;
+  private readonly watchEnd: (reason: string) => CounterCell;
 
   constructor(sources: MetricSources = {}) {
     const registers = [this.registry];
@@ -101,12 +97,12 @@ export class ServerMetrics {
       r,
     );
 
-    this.evaluations = new CellCounter(
+    this.outcome = new CellCounter(
       'cfgu_evaluations_total',
       'Pipelines evaluated (POST /export), by outcome: ok, or the error code without its CFGU_ prefix',
       ['outcome'],
       r,
-    );
+    ).byLabel('outcome');
     this.evaluationDuration = new CellHistogram(
       'cfgu_evaluation_duration_seconds',
       'Time to evaluate one pipeline (store reads, expressions, validation), whatever its outcome',
@@ -122,12 +118,12 @@ export class ServerMetrics {
       [],
       r,
     ).cell();
-    this.failures = new CellCounter(
+    this.rule = new CellCounter(
       'cfgu_evaluation_failures_total',
       'Validation failures reported to clients, by the rule that failed (required, pattern, enum, schema, test, const, ...)',
       ['rule'],
       r,
-    );
+    ).byLabel('rule');
 
     this.sandboxJobDuration = new CellHistogram(
       'cfgu_sandbox_job_duration_seconds',
@@ -158,18 +154,18 @@ export class ServerMetrics {
       ['store'],
       r,
     );
-    this.watchEvaluations = new CellCounter(
+    this.watchOutcome = new CellCounter(
       'cfgu_watch_evaluations_total',
       'Evaluations made for watch requests (SSE streams and long polls: the first answer and each re-evaluation after a change), by outcome: ok, or the error code without its CFGU_ prefix',
       ['outcome'],
       r,
-    );
-    this.watchEnds = new CellCounter(
+    ).byLabel('outcome');
+    this.watchEnd = new CellCounter(
       'cfgu_watch_streams_ended_total',
       'SSE streams ended, by reason (client: the client went away; shutdown: the server is stopping; slow_client: cut because the client did not read)',
       ['reason'],
       r,
-    );
+    ).byLabel('reason');
 
     const { sandbox, stores, bodyCache, watchers } = sources;
     if (watchers) {
@@ -268,23 +264,13 @@ export class ServerMetrics {
 
   /** One evaluated pipeline (POST /export). */
   evaluation(outcome: string, seconds: number): void {
-    let c = this.outcomes.get(outcome);
-    if (!c) {
-      c = this.evaluations.cell({ outcome });
-      this.outcomes.set(outcome, c);
-    }
-    c.value++;
+    this.outcome(outcome).value++;
     this.evaluationDuration.observe(seconds);
   }
 
   /** One validation failure reported to a client. */
   failure(rule: string): void {
-    let c = this.rules.get(rule);
-    if (!c) {
-      c = this.failures.cell({ rule });
-      this.rules.set(rule, c);
-    }
-    c.value++;
+    this.rule(rule).value++;
   }
 
   /** One sandbox job: its time, its expressions, and the expressions a limit stopped. */
@@ -297,22 +283,12 @@ export class ServerMetrics {
 
   /** One evaluation made for a watch request (SSE or long poll). */
   watchEvaluation(outcome: string): void {
-    let c = this.watchOutcomes.get(outcome);
-    if (!c) {
-      c = this.watchEvaluations.cell({ outcome });
-      this.watchOutcomes.set(outcome, c);
-    }
-    c.value++;
+    this.watchOutcome(outcome).value++;
   }
 
   /** One SSE stream ended. */
   watchStreamEnded(reason: 'client' | 'shutdown' | 'slow_client'): void {
-    let c = this.watchEndReasons.get(reason);
-    if (!c) {
-      c = this.watchEnds.cell({ reason });
-      this.watchEndReasons.set(reason, c);
-    }
-    c.value++;
+    this.watchEnd(reason).value++;
   }
 
   /** The recorder of one store's reads and writes, label sets resolved once. */

@@ -26,7 +26,7 @@ import { createKeyChecker } from './auth.js';
 import { ServerMetrics, useWorkerMetrics, type SandboxState, type StoreState } from './metrics.js';
 import { PROBLEM_CONTENT_TYPE, PROBLEM_TYPES, httpProblem, problem } from './problem.js';
 import type { ServerSettings } from './settings.js';
-import { activeTracer, inSpan, markError } from './tracing.js';
+import { activeTracer, endWith, inSpan } from './tracing.js';
 
 export interface ObservationInput {
   settings: ServerSettings;
@@ -214,17 +214,7 @@ export function createObservation(input: ObservationInput): Observation {
         span.end();
         return count(run(shared));
       }
-      return count(run(tracedEngine(trace.setSpan(ROOT_CONTEXT, span)))).then(
-        (v) => {
-          span.end();
-          return v;
-        },
-        (e: unknown) => {
-          markError(span, e);
-          span.end();
-          throw e;
-        },
-      );
+      return endWith(span, count(run(tracedEngine(trace.setSpan(ROOT_CONTEXT, span)))));
     },
 
     watchStreamEnded(reason) {

@@ -138,6 +138,11 @@ export function inSpan<T>(tracer: Tracer, name: string, attributes: Record<strin
   } catch (e) {
     running = Promise.reject(e);
   }
+  return endWith(span, running);
+}
+
+/** End `span` when `running` settles (marked as failed, by type only, when it rejects); settles as `running` does. */
+export function endWith<T>(span: Span, running: Promise<T>): Promise<T> {
   return running.then(
     (v) => {
       span.end();

@@ -18,17 +18,23 @@ afterEach(killChildren);
 
 const lines = (p: Spawned, msg: string) => p.logs().filter((l) => l.msg === msg);
 
+/** `cfgu serve --workers 2` on a one-key store, ready; `send` posts a request with an id, `logged` says if it has a line. */
+async function twoWorkers() {
+  const dir = tempDir();
+  writeJson(join(dir, 'data.json'), [{ set: '', key: 'A', value: 'x' }]);
+  const configu = writeJson(join(dir, '.configu'), { stores: { main: { type: 'json-file', configuration: { path: 'data.json' } } } });
+  const p = spawnCfgu(['serve', '--config', configu, '--workers', '2', '--port', '0', '--host', '127.0.0.1'], { CONFIGU_EXPRESSION_WORKERS: '1' });
+  const { port } = await p.waitForLog('ready', (l) => l.role === 'primary' && l.workers === 2, 120_000);
+  const url = `http://127.0.0.1:${port}/export`;
+  const body = [{ schema: { keys: { A: {} } } }];
+  const send = async (id: string) => assert.equal((await postJson(url, body, { 'x-request-id': id })).status, 200);
+  const logged = (id: string) => p.logs().some((l) => l.msg === 'request' && l.reqId === id);
+  return { p, send, logged };
+}
+
 describe('SIGUSR2', { timeout: 300_000 }, () => {
   test('turns the request lines of every worker off, then on again; the server keeps serving', async () => {
-    const dir = tempDir();
-    writeJson(join(dir, 'data.json'), [{ set: '', key: 'A', value: 'x' }]);
-    const configu = writeJson(join(dir, '.configu'), { stores: { main: { type: 'json-file', configuration: { path: 'data.json' } } } });
-    const p = spawnCfgu(['serve', '--config', configu, '--workers', '2', '--port', '0', '--host', '127.0.0.1'], { CONFIGU_EXPRESSION_WORKERS: '1' });
-    const { port } = await p.waitForLog('ready', (l) => l.role === 'primary' && l.workers === 2, 120_000);
-    const url = `http://127.0.0.1:${port}/export`;
-    const body = [{ schema: { keys: { A: {} } } }];
-    const send = async (id: string) => assert.equal((await postJson(url, body, { 'x-request-id': id })).status, 200);
-    const logged = (id: string) => p.logs().some((l) => l.msg === 'request' && l.reqId === id);
+    const { p, send, logged } = await twoWorkers();
 
     await send('before-1');
     await waitFor('the line of a request while lines are on', () => logged('before-1'));
@@ -56,15 +62,7 @@ describe('SIGUSR2', { timeout: 300_000 }, () => {
   });
 
   test('a worker forked to replace a dead one starts with the lines off when SIGUSR2 turned them off', async () => {
-    const dir = tempDir();
-    writeJson(join(dir, 'data.json'), [{ set: '', key: 'A', value: 'x' }]);
-    const configu = writeJson(join(dir, '.configu'), { stores: { main: { type: 'json-file', configuration: { path: 'data.json' } } } });
-    const p = spawnCfgu(['serve', '--config', configu, '--workers', '2', '--port', '0', '--host', '127.0.0.1'], { CONFIGU_EXPRESSION_WORKERS: '1' });
-    const { port } = await p.waitForLog('ready', (l) => l.role === 'primary' && l.workers === 2, 120_000);
-    const url = `http://127.0.0.1:${port}/export`;
-    const body = [{ schema: { keys: { A: {} } } }];
-    const send = async (id: string) => assert.equal((await postJson(url, body, { 'x-request-id': id })).status, 200);
-    const logged = (id: string) => p.logs().some((l) => l.msg === 'request' && l.reqId === id);
+    const { p, send, logged } = await twoWorkers();
 
     process.kill(p.child.pid!, 'SIGUSR2');
     const off = await waitFor('both workers off', () => {
