@@ -7,8 +7,12 @@
 //   Phase 1 (no tracing SDK loaded): base, metrics on, log line with the synchronous writer, with the asynchronous one.
 //   Phase 2 (tracing SDK started, every span exported over OTLP/HTTP to a sink in another process, 100% sampled):
 //   metrics on without traces against metrics on with traces (both pay for the SDK's context manager being on).
+// Each round runs every variant back to back, so the ratio of a variant to the first row within one round compares
+// two measurements taken under the same load: the median of those per-round ratios ("paired") is the figure least
+// moved by a machine whose load changes from round to round.
 // Log lines go to stdout: run it with stdout into a pipe, as a log collector would read it:
-//   node_modules/.bin/tsx bench/observability-cpu.ts [rounds] [requests] | cat > /dev/null   (the table is on stderr)
+//   node_modules/.bin/tsx bench/observability-cpu.ts [rounds] [requests] [phases: 1, 2 or 12] | cat > /dev/null
+// (the table is on stderr)
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -24,6 +28,7 @@ import { tenKeys, writeFixture } from './fixture.mjs';
 
 const rounds = Number(process.argv[2] ?? 15);
 const requests = Number(process.argv[3] ?? 400);
+const phases = process.argv[4] ?? '12';
 const out = (line: string) => process.stderr.write(`${line}\n`);
 
 const cpuMs = (pid: number): number => {
@@ -93,8 +98,8 @@ const median = (xs: number[]) => {
 const pct = (x: number) => `${x >= 0 ? '+' : ''}${x.toFixed(1)}%`;
 function table(title: string, variants: string[], results: Map<string, number[]>) {
   out(`\n${title}\n`);
-  out('| variant | workload | CPU ms per request: smallest of the rounds | vs first row | median of the rounds | vs first row | answers not 200 |');
-  out('|---|---|---|---|---|---|---|');
+  out('| variant | workload | CPU ms per request: smallest of the rounds | vs first row | median of the rounds | vs first row | paired: median of the per-round ratios to the first row | answers not 200 |');
+  out('|---|---|---|---|---|---|---|---|');
   for (const w of WORKLOADS) {
     const ref = results.get(`${variants[0]}|${w.name}`)!;
     for (const v of variants) {
@@ -102,22 +107,32 @@ function table(title: string, variants: string[], results: Map<string, number[]>
       const min = Math.min(...xs);
       out(
         `| ${v} | ${w.name} | ${min.toFixed(4)} | ${pct((100 * (min - Math.min(...ref))) / Math.min(...ref))} | ${median(xs).toFixed(4)} | ` +
-          `${pct((100 * (median(xs) - median(ref))) / median(ref))} | ${notOk.get(`${v}|${w.name}`) ?? 0} |`,
+          `${pct((100 * (median(xs) - median(ref))) / median(ref))} | ${pct(100 * (median(xs.map((x, i) => x / ref[i]!)) - 1))} | ${notOk.get(`${v}|${w.name}`) ?? 0} |`,
       );
     }
   }
 }
 
-const phase1 = [
-  { name: 'base: metrics off, log off', app: await app(false, 'off') },
-  { name: 'metrics on', app: await app(true, 'off') },
-  { name: 'log on, synchronous writer', app: await app(false, 'sync') },
-  { name: 'log on, asynchronous writer', app: await app(false, 'async') },
-  { name: 'shipped defaults: metrics on, log on (asynchronous)', app: await app(true, 'async') },
-];
-const r1 = new Map<string, number[]>();
-await measure(phase1, r1);
-table(`Phase 1: ${rounds} rounds x ${requests} requests per variant and workload`, phase1.map((v) => v.name), r1);
+const phase1 = phases.includes('1')
+  ? [
+      { name: 'base: metrics off, log off', app: await app(false, 'off') },
+      { name: 'metrics on', app: await app(true, 'off') },
+      { name: 'log on, synchronous writer', app: await app(false, 'sync') },
+      { name: 'log on, asynchronous writer', app: await app(false, 'async') },
+      { name: 'shipped defaults: metrics on, log on (asynchronous)', app: await app(true, 'async') },
+    ]
+  : [];
+if (phase1.length) {
+  const r1 = new Map<string, number[]>();
+  await measure(phase1, r1);
+  table(`Phase 1: ${rounds} rounds x ${requests} requests per variant and workload`, phase1.map((v) => v.name), r1);
+}
+if (!phases.includes('2')) {
+  for (const v of phase1) await v.app.close();
+  await registry.close();
+  await evaluator.close();
+  process.exit(0);
+}
 
 // The OTLP sink in its own process (receiving spans is the collector's cost, not cfgu's); it counts the spans.
 const sink = spawn(process.execPath, [

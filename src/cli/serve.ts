@@ -6,7 +6,7 @@
 import cluster from 'node:cluster';
 import { parseArgs } from 'node:util';
 import type { Logger } from 'pino';
-import { runPrimary, notifyPrimary } from '../server/cluster.js';
+import { inheritedRequestLines, runPrimary, notifyPrimary } from '../server/cluster.js';
 import { createLogger, toggleRequestLines } from '../server/logger.js';
 import { formatStartupError, prepare, startServer, type RunningServer, type ServeInput } from '../server/start.js';
 import { exitCodeFor } from '../core/error-catalogue.js';
@@ -68,10 +68,13 @@ export async function serveCommand(argv: string[], io: CommandIO = processIO()):
 
   const isWorker = cluster.isWorker && process.env.CFGU_CLUSTER_WORKER === '1';
   // SIGUSR2 switches request lines on/off (server/logger.ts). Caught from the start, so that a signal that comes while
-  // the process is still starting is ignored instead of killing it (the default action).
+  // the process is still starting does not kill it (the default action): a single process ignores it; a worker applies
+  // it once its logger exists (the primary already counted it, and forked this worker with the state before it).
   let signalLog: Logger | undefined;
+  let early = 0;
   process.on('SIGUSR2', () => {
     if (signalLog) toggleRequestLines(signalLog);
+    else if (isWorker) early++;
   });
 
   let prepared;
@@ -88,8 +91,14 @@ export async function serveCommand(argv: string[], io: CommandIO = processIO()):
     return runPrimary(prepared.settings, log);
   }
 
+  // A worker starts with the request lines as the primary last set them (SIGUSR2), not the configured default.
+  const lines = isWorker ? inheritedRequestLines() : undefined;
+  if (lines !== undefined && lines !== prepared.settings.log.enabled) {
+    prepared = { ...prepared, settings: { ...prepared.settings, log: { ...prepared.settings.log, enabled: lines } } };
+  }
   const log = createLogger(prepared.settings, isWorker ? { role: 'worker' } : {});
   signalLog = log;
+  if (early % 2) toggleRequestLines(log);
   let running: RunningServer | undefined;
   try {
     running = await startServer(prepared, {

@@ -161,7 +161,15 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     },
   }) as unknown as FastifyInstance;
 
-  const watch = new WatchHub({ registry, ...(evaluator ? { evaluator } : {}), settings, lifecycle, log: app.log });
+  // Watch evaluations are counted and traced like requests (`observation` is made below, before any request).
+  const watch = new WatchHub({
+    registry,
+    ...(evaluator ? { evaluator } : {}),
+    settings,
+    lifecycle,
+    log: app.log,
+    observer: { watchEvaluation: (c, w, run) => observation.watchEvaluation(c, w, run), watchStreamEnded: (reason) => observation.watchStreamEnded(reason) },
+  });
   app.decorate('cfgu', { lifecycle, settings, watch });
   app.addHook('onClose', () => watch.close());
   app.server.on('checkExpectation', answerExpectation);
@@ -422,18 +430,22 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
         if (refused.length) throw new ForbiddenError(refused, commands.length);
       }
       const client = principal.kind === 'anonymous' ? clientIdentity(undefined, request.ip, false) : principal.identity;
-      if (watch.wants(request)) return watch.serve(request, reply, commands, client);
+      // A scoped credential learns only the store names it may name (plain and watch requests alike).
+      const scope =
+        principal.grants === 'all' ? undefined : (e: unknown) => (e instanceof UnknownStoreError ? new UnknownStoreError(e.store, visibleStores(principal, e.known)) : e);
+      if (watch.wants(request)) {
+        try {
+          return await watch.serve(request, reply, commands, client, scope);
+        } catch (e) {
+          throw scope ? scope(e) : e;
+        }
+      }
       const context = requestContext(client);
-      const { stores, evaluator: expressions, observer } = observation;
       let result;
       try {
-        result = await observation.evaluate(request, commands, () =>
-          exportPipeline(commands, { stores, ...(expressions ? { expressions } : {}), ...(observer ? { observer } : {}) }, { context, limits: settings.limits }),
-        );
+        result = await observation.evaluate(request, commands, (engine) => exportPipeline(commands, engine, { context, limits: settings.limits }));
       } catch (e) {
-        // A scoped credential learns only the store names it may name.
-        if (e instanceof UnknownStoreError && principal.grants !== 'all') throw new UnknownStoreError(e.store, visibleStores(principal, e.known));
-        throw e;
+        throw scope ? scope(e) : e;
       }
       const { configs, backupStores } = result;
       request.cfguKeys = Object.keys(configs).length;

@@ -50,8 +50,23 @@ function pickPort(host: string): Promise<number | undefined> {
   });
 }
 
+/**
+ * Primary -> worker: whether request lines are on (`on`/`off`) as SIGUSR2 last left them, so that a worker forked to
+ * replace a dead one starts like the others rather than with the configured default.
+ */
+export const REQUEST_LINES_ENV = 'CFGU_REQUEST_LINES';
+
+/** In a worker: the request-line setting the primary passed (undefined outside a cluster or when not given). */
+export function inheritedRequestLines(): boolean | undefined {
+  if (!cluster.isWorker) return undefined;
+  const raw = process.env[REQUEST_LINES_ENV];
+  return raw === 'on' ? true : raw === 'off' ? false : undefined;
+}
+
 export async function runPrimary(settings: ServerSettings, log: Logger): Promise<number> {
   const count = settings.workers;
+  // Request lines as SIGUSR2 last set them (the configured default until then): what every new worker starts with.
+  let requestLines = settings.log.enabled;
   const pinned = settings.http.port === 0 ? await pickPort(settings.http.host) : undefined;
   const graceMs = settings.shutdown.gracePeriodSeconds * 1000;
   const everReady = new Set<number>();
@@ -92,6 +107,7 @@ export async function runPrimary(settings: ServerSettings, log: Logger): Promise
     const fork = (): Worker => {
       const w = cluster.fork({
         CFGU_CLUSTER_WORKER: '1',
+        [REQUEST_LINES_ENV]: requestLines ? 'on' : 'off',
         ...(process.env.CONFIGU_EXPRESSION_WORKERS ? {} : { CONFIGU_EXPRESSION_WORKERS: sandboxPerWorker }),
         ...(pinned !== undefined ? { [CLUSTER_PORT_ENV]: String(pinned) } : {}),
       });
@@ -162,8 +178,9 @@ export async function runPrimary(settings: ServerSettings, log: Logger): Promise
 
     process.once('SIGTERM', () => stopAll('SIGTERM', 0));
     process.once('SIGINT', () => stopAll('SIGINT', 0));
-    // Request lines on/off (logger.ts): every worker switches its own.
+    // Request lines on/off (logger.ts): every worker switches its own; workers forked later start with the new state.
     process.on('SIGUSR2', () => {
+      requestLines = !requestLines;
       for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGUSR2');
     });
 

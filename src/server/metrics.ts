@@ -9,7 +9,8 @@
  * (sandbox children, queue length, store availability, body cache counts) is read at scrape time, not per request.
  */
 import cluster from 'node:cluster';
-import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics, type MetricObjectWithValues, type MetricValue } from 'prom-client';
+import { AggregatorRegistry, Counter, Gauge, Registry, collectDefaultMetrics, type MetricObjectWithValues, type MetricValue } from 'prom-client';
+import { CellCounter, CellHistogram, HistogramCell, type CounterCell } from './metric-cells.js';
 
 /** Seconds: from well under a millisecond (a cached `/live`) to the request timeout's order. */
 const DURATION_BUCKETS = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -54,111 +55,117 @@ function readCounter(registry: Registry, name: string, help: string, labelNames:
   });
 }
 
+/** The cells of one route: its duration histogram and its counters by method and status, resolved once each. */
+interface RouteCells {
+  duration: HistogramCell;
+  counters: Map<string, Map<number, CounterCell>>;
+}
+
+/** Recorder of one store's reads and writes (label sets resolved when the store is wrapped). */
+export type StoreRecorder = (operation: 'read' | 'write', outcome: 'ok' | 'backup' | 'error', seconds: number) => void;
+
 export class ServerMetrics {
   readonly registry = new Registry();
-  private readonly requests: Counter<'route' | 'method' | 'status'>;
-  private readonly requestDuration: Histogram<'route'>;
-  private readonly requestChildren = new Map<string, { inc(): void }>();
-  private readonly durationChildren = new Map<string, { observe(v: number): void }>();
-  readonly evaluations: Counter<'outcome'>;
-  readonly evaluationDuration: Histogram<string>;
-  readonly evaluationCommands: Histogram<string>;
-  readonly evaluationKeys: Histogram<string>;
-  readonly expressions: Counter<string>;
-  readonly failures: Counter<'rule'>;
-  readonly sandboxJobDuration: Histogram<string>;
-  readonly sandboxLimitKills: Counter<'limit'>;
-  readonly storeOperations: Counter<'store' | 'operation' | 'outcome'>;
-  readonly storeDuration: Histogram<'store' | 'operation'>;
-  readonly storeBackupAnswers: Counter<'store'>;
+  private readonly requests: CellCounter;
+  private readonly requestDuration: CellHistogram;
+  private readonly routes = new Map<string, RouteCells>();
+  private readonly outcome: (outcome: string) => CounterCell;
+  private readonly evaluationDuration: HistogramCell;
+  private readonly evaluationCommands: HistogramCell;
+  private readonly evaluationKeys: HistogramCell;
+  private readonly expressions: CounterCell;
+  private readonly rule: (rule: string) => CounterCell;
+  private readonly sandboxJobDuration: HistogramCell;
+  private readonly limitKills: { time: CounterCell; memory: CounterCell };
+  private readonly storeOperations: CellCounter;
+  private readonly storeDuration: CellHistogram;
+  private readonly storeBackupAnswers: CellCounter;
+  private readonly watchOutcome: (outcome: string) => CounterCell;
+  private readonly watchEnd: (reason: string) => CounterCell;
 
   constructor(sources: MetricSources = {}) {
     const registers = [this.registry];
+    const r = this.registry;
     collectDefaultMetrics({ register: this.registry });
 
-    this.requests = new Counter({
-      name: 'cfgu_http_requests_total',
-      help: 'HTTP requests answered, by route, method and status code',
-      labelNames: ['route', 'method', 'status'],
-      registers,
-    });
-    this.requestDuration = new Histogram({
-      name: 'cfgu_http_request_duration_seconds',
-      help: 'Time from the first byte of a request to the end of its answer, by route',
-      labelNames: ['route'],
-      buckets: DURATION_BUCKETS,
-      registers,
-    });
+    this.requests = new CellCounter('cfgu_http_requests_total', 'HTTP requests answered, by route, method and status code', ['route', 'method', 'status'], r);
+    this.requestDuration = new CellHistogram(
+      'cfgu_http_request_duration_seconds',
+      'Time from the first byte of a request to the end of its answer, by route',
+      ['route'],
+      DURATION_BUCKETS,
+      r,
+    );
 
-    this.evaluations = new Counter({
-      name: 'cfgu_evaluations_total',
-      help: 'Pipelines evaluated (POST /export), by outcome: ok, or the error code without its CFGU_ prefix',
-      labelNames: ['outcome'],
-      registers,
-    });
-    this.evaluationDuration = new Histogram({
-      name: 'cfgu_evaluation_duration_seconds',
-      help: 'Time to evaluate one pipeline (store reads, expressions, validation), whatever its outcome',
-      buckets: DURATION_BUCKETS,
-      registers,
-    });
-    this.evaluationCommands = new Histogram({
-      name: 'cfgu_evaluation_commands',
-      help: 'Commands per evaluated pipeline',
-      buckets: COMMAND_BUCKETS,
-      registers,
-    });
-    this.evaluationKeys = new Histogram({
-      name: 'cfgu_evaluation_keys',
-      help: 'Keys declared per evaluated pipeline (all commands together)',
-      buckets: KEY_BUCKETS,
-      registers,
-    });
-    this.expressions = new Counter({
-      name: 'cfgu_expressions_total',
-      help: 'Expressions sent to the sandbox: each const template and each check (test, pattern, schema)',
-      registers,
-    });
-    this.failures = new Counter({
-      name: 'cfgu_evaluation_failures_total',
-      help: 'Validation failures reported to clients, by the rule that failed (required, pattern, enum, schema, test, const, ...)',
-      labelNames: ['rule'],
-      registers,
-    });
+    this.outcome = new CellCounter(
+      'cfgu_evaluations_total',
+      'Pipelines evaluated (POST /export), by outcome: ok, or the error code without its CFGU_ prefix',
+      ['outcome'],
+      r,
+    ).byLabel('outcome');
+    this.evaluationDuration = new CellHistogram(
+      'cfgu_evaluation_duration_seconds',
+      'Time to evaluate one pipeline (store reads, expressions, validation), whatever its outcome',
+      [],
+      DURATION_BUCKETS,
+      r,
+    ).cell();
+    this.evaluationCommands = new CellHistogram('cfgu_evaluation_commands', 'Commands per evaluated pipeline', [], COMMAND_BUCKETS, r).cell();
+    this.evaluationKeys = new CellHistogram('cfgu_evaluation_keys', 'Keys declared per evaluated pipeline (all commands together)', [], KEY_BUCKETS, r).cell();
+    this.expressions = new CellCounter(
+      'cfgu_expressions_total',
+      'Expressions sent to the sandbox: each const template and each check (test, pattern, schema)',
+      [],
+      r,
+    ).cell();
+    this.rule = new CellCounter(
+      'cfgu_evaluation_failures_total',
+      'Validation failures reported to clients, by the rule that failed (required, pattern, enum, schema, test, const, ...)',
+      ['rule'],
+      r,
+    ).byLabel('rule');
 
-    this.sandboxJobDuration = new Histogram({
-      name: 'cfgu_sandbox_job_duration_seconds',
-      help: "Time from handing one command's expressions to the sandbox to its answer, queueing included",
-      buckets: DURATION_BUCKETS,
-      registers,
-    });
-    this.sandboxLimitKills = new Counter({
-      name: 'cfgu_sandbox_limit_kills_total',
-      help: 'Expressions stopped by a sandbox limit, by limit (time, memory)',
-      labelNames: ['limit'],
-      registers,
-    });
-    for (const limit of ['time', 'memory']) this.sandboxLimitKills.inc({ limit }, 0);
+    this.sandboxJobDuration = new CellHistogram(
+      'cfgu_sandbox_job_duration_seconds',
+      "Time from handing one command's expressions to the sandbox to its answer, queueing included",
+      [],
+      DURATION_BUCKETS,
+      r,
+    ).cell();
+    const kills = new CellCounter('cfgu_sandbox_limit_kills_total', 'Expressions stopped by a sandbox limit, by limit (time, memory)', ['limit'], r);
+    this.limitKills = { time: kills.cell({ limit: 'time' }), memory: kills.cell({ limit: 'memory' }) };
 
-    this.storeOperations = new Counter({
-      name: 'cfgu_store_operations_total',
-      help: 'Store reads and writes, by store, operation (read, write) and outcome (ok, backup, error)',
-      labelNames: ['store', 'operation', 'outcome'],
-      registers,
-    });
-    this.storeDuration = new Histogram({
-      name: 'cfgu_store_operation_duration_seconds',
-      help: 'Time of one batched store read or write (backup answers included), by store and operation',
-      labelNames: ['store', 'operation'],
-      buckets: DURATION_BUCKETS,
-      registers,
-    });
-    this.storeBackupAnswers = new Counter({
-      name: 'cfgu_store_backup_answers_total',
-      help: 'Reads answered from the backup because the store could not be reached, by store',
-      labelNames: ['store'],
-      registers,
-    });
+    this.storeOperations = new CellCounter(
+      'cfgu_store_operations_total',
+      'Store reads and writes, by store, operation (read, write) and outcome (ok, backup, error)',
+      ['store', 'operation', 'outcome'],
+      r,
+    );
+    this.storeDuration = new CellHistogram(
+      'cfgu_store_operation_duration_seconds',
+      'Time of one batched store read or write (backup answers included), by store and operation',
+      ['store', 'operation'],
+      DURATION_BUCKETS,
+      r,
+    );
+    this.storeBackupAnswers = new CellCounter(
+      'cfgu_store_backup_answers_total',
+      'Reads answered from the backup because the store could not be reached, by store',
+      ['store'],
+      r,
+    );
+    this.watchOutcome = new CellCounter(
+      'cfgu_watch_evaluations_total',
+      'Evaluations made for watch requests (SSE streams and long polls: the first answer and each re-evaluation after a change), by outcome: ok, or the error code without its CFGU_ prefix',
+      ['outcome'],
+      r,
+    ).byLabel('outcome');
+    this.watchEnd = new CellCounter(
+      'cfgu_watch_streams_ended_total',
+      'SSE streams ended, by reason (client: the client went away; shutdown: the server is stopping; slow_client: cut because the client did not read)',
+      ['reason'],
+      r,
+    ).byLabel('reason');
 
     const { sandbox, stores, bodyCache, watchers } = sources;
     if (watchers) {
@@ -184,8 +191,8 @@ export class ServerMetrics {
         },
       });
       for (const s of stores.status()) {
-        this.storeBackupAnswers.inc({ store: s.name }, 0);
-        for (const outcome of ['ok', 'backup', 'error']) this.storeOperations.inc({ store: s.name, operation: 'read', outcome }, 0);
+        this.storeBackupAnswers.cell({ store: s.name });
+        for (const outcome of ['ok', 'backup', 'error']) this.storeOperations.cell({ store: s.name, operation: 'read', outcome });
       }
     }
     if (sandbox) {
@@ -230,52 +237,75 @@ export class ServerMetrics {
 
   /** One answered request. `route` is the route's pattern (never the raw path), or `none` when no route matched. */
   request(route: string, method: string, status: number, seconds: number): void {
-    const id = `${route} ${method} ${status}`;
-    let c = this.requestChildren.get(id);
+    let r = this.routes.get(route);
+    if (!r) {
+      r = { duration: this.requestDuration.cell({ route }), counters: new Map() };
+      this.routes.set(route, r);
+    }
+    let byStatus = r.counters.get(method);
+    if (!byStatus) {
+      byStatus = new Map();
+      r.counters.set(method, byStatus);
+    }
+    let c = byStatus.get(status);
     if (!c) {
-      c = this.requests.labels({ route, method, status: String(status) });
-      this.requestChildren.set(id, c);
+      c = this.requests.cell({ route, method, status: String(status) });
+      byStatus.set(status, c);
     }
-    c.inc();
-    let h = this.durationChildren.get(route);
-    if (!h) {
-      h = this.requestDuration.labels({ route });
-      this.durationChildren.set(route, h);
-    }
-    h.observe(seconds);
+    c.value++;
+    r.duration.observe(seconds);
   }
 
-  private readonly outcomeChildren = new Map<string, { inc(): void }>();
+  /** The size of a pipeline about to be evaluated. */
+  pipeline(commands: number, keys: number): void {
+    this.evaluationCommands.observe(commands);
+    this.evaluationKeys.observe(keys);
+  }
 
-  /** One evaluated pipeline. */
+  /** One evaluated pipeline (POST /export). */
   evaluation(outcome: string, seconds: number): void {
-    let c = this.outcomeChildren.get(outcome);
-    if (!c) {
-      c = this.evaluations.labels({ outcome });
-      this.outcomeChildren.set(outcome, c);
-    }
-    c.inc();
+    this.outcome(outcome).value++;
     this.evaluationDuration.observe(seconds);
   }
 
+  /** One validation failure reported to a client. */
+  failure(rule: string): void {
+    this.rule(rule).value++;
+  }
+
+  /** One sandbox job: its time, its expressions, and the expressions a limit stopped. */
+  sandboxJob(seconds: number, expressions: number, timeKills: number, memoryKills: number): void {
+    this.sandboxJobDuration.observe(seconds);
+    this.expressions.value += expressions;
+    this.limitKills.time.value += timeKills;
+    this.limitKills.memory.value += memoryKills;
+  }
+
+  /** One evaluation made for a watch request (SSE or long poll). */
+  watchEvaluation(outcome: string): void {
+    this.watchOutcome(outcome).value++;
+  }
+
+  /** One SSE stream ended. */
+  watchStreamEnded(reason: 'client' | 'shutdown' | 'slow_client'): void {
+    this.watchEnd(reason).value++;
+  }
+
   /** The recorder of one store's reads and writes, label sets resolved once. */
-  store(name: string): (operation: 'read' | 'write', outcome: 'ok' | 'backup' | 'error', seconds: number) => void {
-    const counters = new Map<string, { inc(): void }>();
+  store(name: string): StoreRecorder {
+    const cells = {} as Record<'read' | 'write', Record<'ok' | 'backup' | 'error', CounterCell | undefined>>;
+    cells.read = { ok: undefined, backup: undefined, error: undefined };
+    cells.write = { ok: undefined, backup: undefined, error: undefined };
     const durations = {
-      read: this.storeDuration.labels({ store: name, operation: 'read' }),
-      write: this.storeDuration.labels({ store: name, operation: 'write' }),
+      read: this.storeDuration.cell({ store: name, operation: 'read' }),
+      write: this.storeDuration.cell({ store: name, operation: 'write' }),
     };
-    const backups = this.storeBackupAnswers.labels({ store: name });
+    const backups = this.storeBackupAnswers.cell({ store: name });
     return (operation, outcome, seconds) => {
-      const id = `${operation} ${outcome}`;
-      let c = counters.get(id);
-      if (!c) {
-        c = this.storeOperations.labels({ store: name, operation, outcome });
-        counters.set(id, c);
-      }
-      c.inc();
+      const byOutcome = cells[operation];
+      (byOutcome[outcome] ??= this.storeOperations.cell({ store: name, operation, outcome })).value++;
       durations[operation].observe(seconds);
-      if (outcome === 'backup') backups.inc();
+      if (outcome === 'backup') backups.value++;
     };
   }
 

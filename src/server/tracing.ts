@@ -6,11 +6,15 @@
  * `OTEL_RESOURCE_ATTRIBUTES` adds to the resource. Spans go out in batches over OTLP/HTTP.
  *
  * Spans: the request (its parent is the caller's W3C `traceparent`, when given), one per command of a pipeline, one
- * per store read and one per sandbox job. Attributes are names and counts only: never a value, an override, a key name,
- * a header or a client address.
+ * per store read and one per sandbox job; a watched pipeline's evaluation (SSE, long polls) is a trace of its own
+ * (`cfgu.watch.evaluation`, with the same children). Attributes are names and counts only: never a value, an
+ * override, a key name, a header or a client address.
+ *
+ * No context manager is installed: the parent of every span is passed explicitly down the request path
+ * (./observe.ts), which costs nothing per request beyond the spans themselves, and a request its sampler leaves out
+ * gets no child span, wrapper or context at all.
  */
-import { SpanKind, SpanStatusCode, context, propagation, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { SpanKind, SpanStatusCode, propagation, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
@@ -24,7 +28,6 @@ import {
   type Sampler,
 } from '@opentelemetry/sdk-trace';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
-import type { CommandInfo, EngineObserver } from '../core/ports.js';
 import { version } from './version.js';
 
 export interface Tracing {
@@ -102,8 +105,6 @@ export function startTracing(env: NodeJS.ProcessEnv = process.env): Tracing | un
     sampler: samplerFromEnv(env),
     spanProcessors: [new BatchSpanProcessor({ exporter: new OTLPTraceExporter({ url: tracesUrl(env) }), ...batchOptions(env) })],
   });
-  const contextManager = new AsyncLocalStorageContextManager().enable();
-  context.setGlobalContextManager(contextManager);
   propagation.setGlobalPropagator(new W3CTraceContextPropagator());
   trace.setGlobalTracerProvider(provider);
   const tracing: Tracing = {
@@ -114,7 +115,6 @@ export function startTracing(env: NodeJS.ProcessEnv = process.env): Tracing | un
       await provider.shutdown().catch(() => undefined);
       trace.disable();
       propagation.disable();
-      context.disable();
     },
   };
   active = tracing;
@@ -126,17 +126,34 @@ export function activeTracer(): Tracer | undefined {
   return active?.tracer;
 }
 
-/** Run `fn` as a child span of the active context; the span ends when `fn` settles (an error marks it, by type only). */
-export async function inSpan<T>(tracer: Tracer, name: string, attributes: Record<string, string | number | boolean>, fn: (span: Span) => Promise<T>): Promise<T> {
-  const span = tracer.startSpan(name, { kind: SpanKind.INTERNAL, attributes });
+/**
+ * Run `fn` in a new span under `parent`; the span ends when `fn` settles (an error marks it, by type only). `fn` gets
+ * the span; a caller that starts children under it makes their parent with `trace.setSpan(parent, span)`.
+ */
+export function inSpan<T>(tracer: Tracer, name: string, attributes: Record<string, string | number | boolean>, parent: Context, fn: (span: Span) => Promise<T>): Promise<T> {
+  const span = tracer.startSpan(name, { kind: SpanKind.INTERNAL, attributes }, parent);
+  let running: Promise<T>;
   try {
-    return await context.with(trace.setSpan(context.active(), span), () => fn(span));
+    running = fn(span);
   } catch (e) {
-    markError(span, e);
-    throw e;
-  } finally {
-    span.end();
+    running = Promise.reject(e);
   }
+  return endWith(span, running);
+}
+
+/** End `span` when `running` settles (marked as failed, by type only, when it rejects); settles as `running` does. */
+export function endWith<T>(span: Span, running: Promise<T>): Promise<T> {
+  return running.then(
+    (v) => {
+      span.end();
+      return v;
+    },
+    (e: unknown) => {
+      markError(span, e);
+      span.end();
+      throw e;
+    },
+  );
 }
 
 /** Error status with the error's class and stable code only (messages may quote what a client sent). */
@@ -144,14 +161,6 @@ export function markError(span: Span, e: unknown): void {
   const code = (e as { code?: unknown })?.code;
   span.setStatus({ code: SpanStatusCode.ERROR, message: typeof code === 'string' ? code : (e as Error)?.name ?? 'error' });
   span.setAttribute('error.type', typeof code === 'string' ? code : (e as Error)?.name ?? 'error');
-}
-
-/** The engine's observer: one span per command. */
-export function commandSpans(tracer: Tracer): EngineObserver {
-  return {
-    command: <T>(info: CommandInfo, run: () => Promise<T>) =>
-      inSpan(tracer, 'cfgu.command', { 'cfgu.command.index': info.index, 'cfgu.command.keys': info.keys, ...(info.store !== undefined ? { 'cfgu.store.name': info.store } : {}) }, () => run()),
-  };
 }
 
 export type { Context, Span, Tracer };

@@ -17,6 +17,7 @@ import type { EvalCommandInput } from '../core/types.js';
 import { requestContext, type ExpressionEvaluator } from '../expressions/types.js';
 import type { ChangeFeed, ChangeListener, StoreResolver } from '../stores/types.js';
 import type { Lifecycle } from './lifecycle.js';
+import type { Engine, WatchEndReason } from './observe.js';
 import { httpProblem, PROBLEM_CONTENT_TYPE, toProblem } from './problem.js';
 import type { ServerSettings } from './settings.js';
 
@@ -69,7 +70,7 @@ export const headerSafe = (names: readonly string[]): string =>
 
 type State =
   | { kind: 'answer'; body: string; etag: string; backupStores: string[] }
-  | { kind: 'problem'; status: number; text: string; headers: Record<string, string> };
+  | { kind: 'problem'; status: number; text: string; headers: Record<string, string>; error?: unknown };
 
 /** What a watcher last received: the answer's ETag, or the text of the error event. */
 const markOf = (s: State): string => (s.kind === 'answer' ? s.etag : `problem:${s.text}`);
@@ -81,6 +82,8 @@ interface Stream {
   pipeline: Pipeline;
   res: FastifyReply['raw'];
   last: string;
+  /** Set when the server ends the stream (else the client went away). */
+  endedBy?: WatchEndReason;
 }
 
 interface Poll {
@@ -119,11 +122,7 @@ class Pipeline {
     this.hub.stats.evaluations++;
     let state: State;
     try {
-      const { configs, backupStores } = await exportPipeline(
-        this.commands,
-        { stores: this.hub.registry, ...(this.hub.evaluator ? { expressions: this.hub.evaluator } : {}) },
-        { context: requestContext(this.client), limits: this.hub.settings.limits },
-      );
+      const { configs, backupStores } = await this.hub.evaluate(this.commands, this.client, this.watchers);
       const body = JSON.stringify(configs);
       state = { kind: 'answer', body, etag: etagOf(body), backupStores };
     } catch (e) {
@@ -167,13 +166,23 @@ interface StoreFeed {
   pipelines: Set<Pipeline>;
 }
 
+/** Metrics and traces of watch work (./observe.ts): evaluations counted and traced, stream ends counted. */
+export interface WatchObserver {
+  watchEvaluation<T>(commands: readonly EvalCommandInput[], watchers: number, run: (engine: Engine) => Promise<T>): Promise<T>;
+  watchStreamEnded(reason: WatchEndReason): void;
+}
+
 export interface WatchHubOptions {
   registry: StoreResolver;
   evaluator?: ExpressionEvaluator;
   settings: ServerSettings;
   lifecycle: Lifecycle;
   log: FastifyBaseLogger;
+  observer?: WatchObserver;
 }
+
+/** A scoped credential's view of an error (e.g. an unknown store's list cut to the stores it may name). */
+export type ErrorScope = (e: unknown) => unknown;
 
 export class WatchHub {
   readonly registry: StoreResolver;
@@ -183,6 +192,7 @@ export class WatchHub {
   closed = false;
   private readonly lifecycle: Lifecycle;
   private readonly log: FastifyBaseLogger;
+  private readonly observer: WatchObserver | undefined;
   private readonly pipelines = new Map<string, Pipeline>();
   private readonly feeds = new Map<string, StoreFeed>();
   private readonly streams = new Set<Stream>();
@@ -195,7 +205,15 @@ export class WatchHub {
     this.settings = options.settings;
     this.lifecycle = options.lifecycle;
     this.log = options.log;
+    this.observer = options.observer;
     this.lifecycle.onStopping(() => this.drain());
+  }
+
+  /** One evaluation for watchers: through the observer (counted, traced) when there is one. */
+  evaluate(commands: readonly EvalCommandInput[], client: string, watchers: number): ReturnType<typeof exportPipeline> {
+    const run = (engine: Engine) => exportPipeline(commands, engine, { context: requestContext(client), limits: this.settings.limits });
+    if (this.observer) return this.observer.watchEvaluation(commands, watchers, run);
+    return run({ stores: this.registry, ...(this.evaluator ? { expressions: this.evaluator } : {}) });
   }
 
   /** Streams plus held long polls (and watchers being set up). */
@@ -225,11 +243,14 @@ export class WatchHub {
     const { problem, headers, log } = toProblem(e, 'watch');
     if (log === 'error') this.log.error({ err: e }, message);
     else if (log === 'warn') this.log.warn({ err: { type: (e as Error)?.name, message: (e as Error)?.message } }, message);
-    return { kind: 'problem', status: problem.status, text: JSON.stringify(problem), headers: headers ?? {} };
+    return { kind: 'problem', status: problem.status, text: JSON.stringify(problem), headers: headers ?? {}, error: e };
   }
 
-  /** Serve a watch request (the route checked auth, the body and its limits already). */
-  async serve(request: FastifyRequest, reply: FastifyReply, commands: EvalCommandInput[], client: string): Promise<FastifyReply> {
+  /**
+   * Serve a watch request (the route checked auth, the body and its limits already). `scope` rewrites an error the
+   * way the plain request would (the pipeline, and so its first answer, is shared by every client that watches it).
+   */
+  async serve(request: FastifyRequest, reply: FastifyReply, commands: EvalCommandInput[], client: string, scope?: ErrorScope): Promise<FastifyReply> {
     const stream = wantsStream(request.headers.accept);
     const wait = this.waitOf(request);
     if (this.lifecycle.stopping || this.closed) {
@@ -259,7 +280,14 @@ export class WatchHub {
     if (this.lifecycle.stopping || this.closed || (first && state.kind === 'problem') || (!stream && state.kind === 'problem')) {
       release();
       this.forget(pipeline);
-      if (state.kind === 'problem') return sendProblem(reply, state.status, state.text, state.headers);
+      if (state.kind === 'problem') {
+        const scoped = scope && state.error !== undefined ? scope(state.error) : state.error;
+        if (scoped !== state.error) {
+          const { problem, headers } = toProblem(scoped, 'watch');
+          return sendProblem(reply, problem.status, JSON.stringify(problem), headers ?? {});
+        }
+        return sendProblem(reply, state.status, state.text, state.headers);
+      }
       return sendAnswer(request, reply, state.body, state.etag, state.backupStores);
     }
     if (stream) return this.openStream(request, reply, pipeline, state, release);
@@ -269,11 +297,7 @@ export class WatchHub {
 
   /** A watch request while shutting down: one plain answer (a long poll answers at once). */
   private async answerOnce(request: FastifyRequest, reply: FastifyReply, commands: EvalCommandInput[], client: string): Promise<FastifyReply> {
-    const { configs, backupStores } = await exportPipeline(
-      commands,
-      { stores: this.registry, ...(this.evaluator ? { expressions: this.evaluator } : {}) },
-      { context: requestContext(client), limits: this.settings.limits },
-    );
+    const { configs, backupStores } = await this.evaluate(commands, client, 0);
     const body = JSON.stringify(configs);
     return sendAnswer(request, reply, body, etagOf(body), backupStores);
   }
@@ -350,6 +374,7 @@ export class WatchHub {
     headers['x-accel-buffering'] = 'no';
     res.writeHead(200, headers);
     const s: Stream = { pipeline, res, last: '' };
+    const opened = performance.now();
     const lastId = request.headers['last-event-id'];
     if (state.kind === 'answer' && lastId === state.etag) {
       s.last = state.etag;
@@ -367,6 +392,10 @@ export class WatchHub {
       release();
       this.forget(pipeline);
       if (!this.streams.size) this.stopHeartbeat();
+      // The stream's own line (its request line was never written: the reply was hijacked); off with request lines.
+      const reason = s.endedBy ?? 'client';
+      this.observer?.watchStreamEnded(reason);
+      request.log.info({ method: request.method, path: '/export', status: 200, reason, ms: Math.round((performance.now() - opened) * 100) / 100 }, 'watch stream ended');
     });
     return reply;
   }
@@ -409,6 +438,7 @@ export class WatchHub {
   write(s: Stream, frame: string): void {
     if (s.res.destroyed) return;
     if (s.res.writableLength > MAX_BUFFERED) {
+      s.endedBy ??= 'slow_client';
       s.res.destroy();
       return;
     }
@@ -430,7 +460,10 @@ export class WatchHub {
 
   /** Shutdown began: end every stream (clients reconnect elsewhere) and answer every long poll with 304 now. */
   drain(): void {
-    for (const s of [...this.streams]) s.res.end();
+    for (const s of [...this.streams]) {
+      s.endedBy ??= 'shutdown';
+      s.res.end();
+    }
     for (const p of this.pipelines.values()) for (const poll of [...p.polls]) poll.finish('unchanged');
   }
 

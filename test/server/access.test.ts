@@ -282,16 +282,31 @@ describe('scoped credentials (token hashes in .configu)', () => {
     assert.deepEqual(reads, []);
   });
 
+  /** What the ghost credential (stores main and ghost; ghost is not declared) learns of an unknown store. */
+  const GHOST_UNKNOWN = {
+    type: 'urn:cfgu:problem:unknown-store',
+    title: 'Unknown Store',
+    status: 400,
+    detail: 'unknown store "ghost"; known stores: "main"',
+    store: 'ghost',
+    knownStores: ['main'],
+  };
+
   test('an unknown store a credential may name: 400 listing only the stores it may name', async () => {
     const a = await app();
-    exactly(await post(a, JSON.stringify([{ store: 'ghost', schema: { keys: { HOST: {} } } }]), GHOST_TOKEN), 400, {
-      type: 'urn:cfgu:problem:unknown-store',
-      title: 'Unknown Store',
-      status: 400,
-      detail: 'unknown store "ghost"; known stores: "main"',
-      store: 'ghost',
-      knownStores: ['main'],
-    });
+    exactly(await post(a, JSON.stringify([{ store: 'ghost', schema: { keys: { HOST: {} } } }]), GHOST_TOKEN), 400, GHOST_UNKNOWN);
+  });
+
+  test('watching a pipeline that names an unknown store (SSE, long poll) answers as /export does: 400 listing only the stores it may name', async () => {
+    const a = await app();
+    const payload = JSON.stringify([{ store: 'ghost', schema: { keys: { HOST: {} } } }]);
+    exactly(await post(a, payload, GHOST_TOKEN, { accept: 'text/event-stream' }), 400, GHOST_UNKNOWN);
+    exactly(await post(a, payload, GHOST_TOKEN, { 'if-none-match': '"any"', prefer: 'wait=5' }), 400, GHOST_UNKNOWN);
+    // A full-access key gets the full list, on a watch as on the plain request.
+    const plain = await post(a, payload, PRESHARED);
+    assert.equal(plain.statusCode, 400, plain.body);
+    exactly(await post(a, payload, PRESHARED, { accept: 'text/event-stream' }), 400, plain.json());
+    exactly(await post(a, payload, PRESHARED, { 'if-none-match': '"any"', prefer: 'wait=5' }), 400, plain.json());
   });
 
   test('preshared keys keep full access; an unknown token is 401 with the reason in the log only', async () => {

@@ -6,6 +6,8 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { pino, type Logger } from 'pino';
 import type { FastifyInstance } from 'fastify';
@@ -14,7 +16,8 @@ import { ConfigurationError } from '../../src/core/errors.js';
 import { createStoreRegistry, loadConfiguration } from '../../src/config/index.js';
 import type { StoreRegistryWithStatus } from '../../src/config/registry.js';
 import { createSandboxEvaluator, type SandboxEvaluator } from '../../src/expressions/index.js';
-import { removeTempDirs, tempDir, writeJson } from './helpers.js';
+import { captureLog, removeTempDirs, tempDir, writeJson } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 const API_KEY = 'api-key-0123456789';
 const METRICS_KEY = 'scrape-key-0123456789';
@@ -123,6 +126,52 @@ describe('GET /metrics: what it counts', () => {
     assert.ok((sample(text, 'process_cpu_user_seconds_total') ?? -1) >= 0, 'default process metrics');
     assert.ok(text.includes('# TYPE nodejs_eventloop_lag_seconds gauge'));
     assert.ok(!text.includes(PLANTED), 'no stored value in the metrics');
+  });
+
+  test('watch evaluations (long poll, SSE) are counted and read through the observed stores and sandbox; an SSE stream end is counted and logged', async () => {
+    const log = captureLog();
+    const a = await buildServer({ registry, evaluator, settings: settingsWith({}), logger: log.logger, ready: true });
+    apps.push(a);
+    const body = [{ schema: { keys: { GREETING: {}, PORT: { test: '$.value > 0' } } } }];
+    // A long poll whose tag is stale: answered at once from its pipeline's first evaluation.
+    const poll = await exportReq(a, body, { 'if-none-match': '"stale"', prefer: 'wait=5' });
+    assert.equal(poll.statusCode, 200, poll.body);
+    // An SSE stream over a socket: its first event, then the client goes away.
+    await a.listen({ port: 0, host: '127.0.0.1' });
+    const { port } = a.server.address() as AddressInfo;
+    const first = await new Promise<string>((resolve, reject) => {
+      const req = httpRequest(
+        { host: '127.0.0.1', port, method: 'POST', path: '/export', headers: { 'content-type': 'application/json', accept: 'text/event-stream', 'x-request-id': 'sse-1' } },
+        (res) => {
+          let buf = '';
+          res.setEncoding('utf8');
+          res.on('data', (d: string) => {
+            buf += d;
+            if (buf.includes('\n\n')) {
+              resolve(buf);
+              req.destroy();
+            }
+          });
+        },
+      );
+      req.on('error', (e) => (e.message.includes('socket hang up') ? undefined : reject(e)));
+      req.end(JSON.stringify(body));
+    });
+    assert.match(first, /^id: "/);
+    const ended = await waitFor('the stream end line', () => log.lines().find((l) => l.msg === 'watch stream ended'));
+    assert.equal(ended.reqId, 'sse-1');
+    assert.equal(ended.reason, 'client');
+    assert.equal(ended.status, 200);
+    assert.equal(typeof ended.ms, 'number');
+
+    const text = await scrape(a);
+    // The poll's pipeline was dropped once answered, so the stream's pipeline was evaluated afresh: two evaluations.
+    assert.equal(sample(text, 'cfgu_watch_evaluations_total{outcome="ok"}'), 2);
+    assert.equal(sample(text, 'cfgu_watch_streams_ended_total{reason="client"}'), 1);
+    assert.equal(sample(text, 'cfgu_store_operations_total{store="main",operation="read",outcome="ok"}'), 2, 'the watch reads went through the observed store');
+    assert.equal(sample(text, 'cfgu_expressions_total'), 2, 'and the sandbox jobs through the observed sandbox');
+    assert.equal(sample(text, 'cfgu_sandbox_job_duration_seconds_count'), 2);
+    assert.equal(sample(text, 'cfgu_evaluations_total{outcome="ok"}'), undefined, 'watch evaluations are not /export evaluations');
   });
 
   test('a sandbox time limit is counted', async () => {

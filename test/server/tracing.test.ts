@@ -35,11 +35,11 @@ interface OtlpSpan {
   attributes?: OtlpAttribute[];
 }
 
-let receiver: Server | undefined;
+const receivers: Server[] = [];
 after(async () => {
   await killChildren();
   removeTempDirs();
-  await new Promise<void>((r) => (receiver ? receiver.close(() => r()) : r()));
+  await Promise.all(receivers.map((receiver) => new Promise<void>((r) => receiver.close(() => r()))));
 });
 afterEach(killChildren);
 
@@ -48,7 +48,7 @@ async function startReceiver(): Promise<{ port: number; spans: () => OtlpSpan[];
   const bodies: unknown[] = [];
   let raw = '';
   const contentTypes = new Set<string>();
-  receiver = createServer((req, res) => {
+  const receiver = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
@@ -64,7 +64,8 @@ async function startReceiver(): Promise<{ port: number; spans: () => OtlpSpan[];
       res.end('{}');
     });
   });
-  await new Promise<void>((r) => receiver!.listen(0, '127.0.0.1', () => r()));
+  receivers.push(receiver);
+  await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', () => r()));
   const a = receiver.address();
   const port = typeof a === 'object' && a ? a.port : 0;
   const spans = () =>
@@ -176,6 +177,55 @@ describe('traces over OTLP/HTTP', { timeout: 300_000 }, () => {
     }
     assert.ok(exported.includes('"cfgu-under-test"'), 'OTEL_SERVICE_NAME names the service');
     assert.deepEqual([...otlp.contentTypes], ['application/json']);
+  });
+});
+
+describe('traces of watched pipelines', { timeout: 300_000 }, () => {
+  test('a watch evaluation is a trace of its own: cfgu.watch.evaluation with its command, store read and sandbox job; an unsampled request exports nothing; no value anywhere', async () => {
+    const otlp = await startReceiver();
+    const dir = tempDir('cfgu-trace-watch-');
+    writeJson(join(dir, 'main.json'), [{ set: '', key: 'HOST', value: PLANTED.stored }]);
+    const configu = writeJson(join(dir, '.configu'), { stores: { main: { type: 'json-file', configuration: { path: 'main.json' }, default: true } } });
+    const { base } = await serveOnFreePort(['--config', configu, '--workers', '1'], {
+      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${otlp.port}`,
+      OTEL_TRACES_SAMPLER: 'parentbased_always_on',
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+      CONFIGU_EXPRESSION_WORKERS: '1',
+    });
+    await waitForStatus(`${base}/ready`, 200, 120_000);
+    // First a request whose caller did not sample its trace (flags 00): the parent-based sampler leaves it out. Spans
+    // are exported in the order they end, so once the watch's spans (below) are in, any span of it would be too.
+    const unsampled = randomBytes(16).toString('hex');
+    const plain = await postJson(`${base}/export`, [{ schema: { keys: { HOST: { test: 'true' } } } }], { traceparent: `00-${unsampled}-${randomBytes(8).toString('hex')}-00` });
+    assert.equal(plain.status, 200, plain.body);
+    // A long poll with a stale tag: its pipeline's first evaluation answers it at once.
+    const pipeline = [{ schema: { keys: { HOST: { test: 'typeof $.value === "string"' }, MODE: {} } }, configs: { MODE: PLANTED.override } }];
+    const r = await postJson(`${base}/export`, pipeline, { 'if-none-match': '"stale"', prefer: 'wait=5' });
+    assert.equal(r.status, 200, r.body);
+    assert.equal(r.json().HOST, PLANTED.stored);
+
+    const { root, tree } = await waitFor('the watch evaluation and its children', () => {
+      const all = otlp.spans();
+      const root = all.find((s) => s.name === 'cfgu.watch.evaluation');
+      if (!root) return undefined;
+      const tree = all.filter((s) => s.traceId === root.traceId && s !== root);
+      return tree.length >= 3 ? { root, tree } : undefined;
+    });
+    assert.ok(!root.parentSpanId, 'a root span');
+    assert.equal(attr(root, 'cfgu.watch.commands'), 1);
+    const command = tree.find((s) => s.name === 'cfgu.command');
+    assert.equal(command?.parentSpanId, root.spanId);
+    assert.deepEqual(
+      tree.map((s) => [s.name, s.parentSpanId === root.spanId ? 'root' : s.parentSpanId === command!.spanId ? 'command' : 'elsewhere']).sort(),
+      [
+        ['cfgu.command', 'root'],
+        ['cfgu.sandbox.job', 'command'],
+        ['cfgu.store.read', 'root'],
+      ],
+    );
+    assert.deepEqual(otlp.spans().filter((s) => s.traceId === unsampled), [], 'nothing of the unsampled request');
+    const exported = otlp.raw();
+    for (const [what, value] of Object.entries(PLANTED)) assert.ok(!exported.includes(value), `${what} leaked into the exported spans`);
   });
 });
 
