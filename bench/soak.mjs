@@ -13,6 +13,7 @@ import { isDeepStrictEqual, parseArgs } from 'node:util';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { writeFixture, workloads, runaway } from './fixture.mjs';
 import { memory } from './proc-memory.mjs';
+import { mulberry32 } from '../test/fuzz/prng.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({
@@ -34,17 +35,6 @@ const runawayBodies = [
   runaway.body,
   [{ store: 'main', schema: { keys: { BOMB: { default: 'x', test: '"x".repeat(2**28).split("")' } } } }],
 ];
-
-function mulberry32(seed) {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const freePort = () =>
   new Promise((resolve) => {

@@ -1,12 +1,12 @@
 /**
  * The access-control part of the proxy settings: scoped credentials, JWT verification, the audit log and rate
  * limits. Read by resolveSettings (settings.ts) from `interface.proxy` of `.configu` and `CONFIGU_*` variables;
- * everything is validated here, at start-up. Only settings.ts imports this module's values (others import types).
+ * every value is validated here, at start-up (the section's shape, unknown properties included, is checked before
+ * by setting-rules.ts). Only settings.ts imports this module's values (others import types).
  */
 import { isAbsolute, resolve as resolvePath } from 'node:path';
-import { unknownPropertyMessage } from '../config/suggest.js';
 import { compileSetPattern, type Grant } from './access.js';
-import { fail, isPlainObject, toBoolean, toInteger, toList, toText, type Source } from './settings.js';
+import { fail, toBoolean, toInteger, toList, toText, type Source } from './settings.js';
 
 export interface Credential extends Grant {
   /** Shown in the audit log as the subject. */
@@ -80,27 +80,6 @@ export const ACCESS_ENV = {
   rateRedisPrefix: 'CONFIGU_RATE_LIMIT_REDIS_PREFIX',
 } as const;
 
-/** The shape of the new `interface.proxy` properties (merged into settings.ts's FILE_SHAPE). */
-export const ACCESS_FILE_SHAPE = {
-  auth: {
-    credentials: true,
-    jwt: {
-      jwksUrl: true,
-      jwksFile: true,
-      issuer: true,
-      audience: true,
-      algorithms: true,
-      clockSkewSeconds: true,
-      jwksCooldownSeconds: true,
-      jwksMaxAgeSeconds: true,
-      cacheSize: true,
-      grants: true,
-    },
-  },
-  audit: { enabled: true, file: true },
-  rateLimit: { enabled: true, max: true, windowSeconds: true, redisUrl: true, redisPrefix: true },
-} as const;
-
 /** Asymmetric algorithms only: an HMAC secret could be confused with a public key, and `none` signs nothing. */
 export const JWT_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'] as const;
 export const DEFAULT_JWT_ALGORITHMS = ['RS256', 'PS256', 'ES256', 'EdDSA'];
@@ -112,16 +91,9 @@ export const DEFAULT_RATE_LIMIT: RateLimitSettings = { enabled: false, max: 600,
 export type Pick = (envName: string, filePath: string[]) => [unknown, Source] | undefined;
 
 const NAME = /^[A-Za-z0-9._:@-]{1,64}$/;
-const GRANT_FIELDS = ['stores', 'sets', 'labels', 'keys'];
 
 function fileSource(base: Source, path: string): Source {
   return { ...base, name: `${base.name}${path}` };
-}
-
-function checkProperties(obj: Record<string, unknown>, known: string[], source: Source): void {
-  for (const k of Object.keys(obj)) {
-    if (!known.includes(k)) fail(fileSource(source, `.${k}`), unknownPropertyMessage(k, k, known));
-  }
 }
 
 function nonEmptyList(raw: unknown, source: Source): string[] {
@@ -149,14 +121,12 @@ function readGrant(obj: Record<string, unknown>, source: Source): Grant {
   return grant;
 }
 
+/** Credentials (their shape is already checked: a list of objects with known properties, see setting-rules.ts). */
 function readCredentials(raw: unknown, source: Source): Credential[] {
-  if (!Array.isArray(raw)) fail(source, 'must be a list of credentials ({ name, sha256, stores, sets })');
   const names = new Set<string>();
   const hashes = new Set<string>();
-  return raw.map((item, i) => {
+  return (raw as Array<Record<string, unknown>>).map((item, i) => {
     const here = fileSource(source, `[${i}]`);
-    if (!isPlainObject(item)) fail(here, 'must be an object with name, sha256, stores and sets');
-    checkProperties(item, ['name', 'sha256', ...GRANT_FIELDS], here);
     const name = toText(item.name, fileSource(here, '.name'));
     if (!NAME.test(name)) fail(fileSource(here, '.name'), 'must be 1 to 64 letters, digits or ._:@-');
     if (names.has(name)) fail(fileSource(here, '.name'), `"${name}" is used by another credential`);
@@ -171,12 +141,10 @@ function readCredentials(raw: unknown, source: Source): Credential[] {
   });
 }
 
+/** JWT grants (shape already checked, as for credentials). */
 function readJwtGrants(raw: unknown, source: Source): JwtGrant[] {
-  if (!Array.isArray(raw)) fail(source, 'must be a list of grants ({ claim, value, stores, sets })');
-  return raw.map((item, i) => {
+  return (raw as Array<Record<string, unknown>>).map((item, i) => {
     const here = fileSource(source, `[${i}]`);
-    if (!isPlainObject(item)) fail(here, 'must be an object with claim, value, stores and sets');
-    checkProperties(item, ['claim', 'value', ...GRANT_FIELDS], here);
     return {
       claim: toText(item.claim, fileSource(here, '.claim')),
       value: toText(item.value, fileSource(here, '.value')),

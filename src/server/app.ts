@@ -28,7 +28,7 @@ import type { LoadedConfiguration } from '../config/types.js';
 import { clientIdentity } from './auth.js';
 import { ANONYMOUS, createAuthenticator, type AuthResult } from './authenticate.js';
 import { refusedCommands, visibleStores, type Principal } from './access.js';
-import { auditCommands, createAuditLogger } from './audit.js';
+import { auditCommands, createAuditLogger, defaultStoreName } from './audit.js';
 import { rateLimitRouteConfig, registerRateLimit } from './rate-limit.js';
 import { answerConnect, answerExpectation, blankProblem, createClientErrorHandler } from './client-errors.js';
 import { Lifecycle } from './lifecycle.js';
@@ -107,6 +107,8 @@ function sendProblem(reply: FastifyReply, p: Problem, headers?: Record<string, s
 
 export async function buildServer(options: BuildServerOptions): Promise<FastifyInstance> {
   const { settings, registry, evaluator } = options;
+  /** For scope checks and audit lines of commands that name no store: resolved once, not per request. */
+  const defaultStore = defaultStoreName(registry);
   const lifecycle = options.lifecycle ?? new Lifecycle();
   // A logger given with request lines off in the settings is held at `warn` (createLogger's does that itself, and
   // SIGUSR2 can switch it).
@@ -317,7 +319,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
             subject: principal?.subject ?? null,
             auth: principal?.kind ?? null,
             client: request.ip,
-            commands: auditCommands(request.body, registry),
+            commands: auditCommands(request.body, defaultStore),
             keys: reply.statusCode === 200 ? request.cfguKeys : 0,
             status: reply.statusCode,
             ...(request.cfguAuthFailure ? { reason: request.cfguAuthFailure } : {}),
@@ -420,12 +422,6 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
       const principal = request.cfguPrincipal ?? ANONYMOUS;
       if (principal.grants !== 'all') {
         // Before anything is read: a pipeline with one command out of scope is refused whole (watch requests too).
-        let defaultStore: string | undefined;
-        try {
-          defaultStore = registry.resolve(undefined).name;
-        } catch {
-          defaultStore = undefined;
-        }
         const refused = refusedCommands(principal, commands, defaultStore);
         if (refused.length) throw new ForbiddenError(refused, commands.length);
       }

@@ -40,24 +40,21 @@ export function createAuditLogger(settings: AuditSettings, serverLogger: Logger 
 
 export const MAX_AUDITED_COMMANDS = 100;
 
+/** The default store's name, or undefined when there is none (fixed for a registry's life: read once per server). */
+export function defaultStoreName(registry: StoreResolver): string | undefined {
+  try {
+    return registry.resolve(undefined).name;
+  } catch {
+    return undefined;
+  }
+}
+
 /** The store and set of each command, as far as the body says (the store a command without one reads: the default). */
-export function auditCommands(body: unknown, registry: StoreResolver): AuditRecord['commands'] {
+export function auditCommands(body: unknown, defaultStore: string | undefined): AuditRecord['commands'] {
   if (!Array.isArray(body)) return [];
-  let defaultStore: string | null | undefined;
   // A pipeline refused for its size (413) may be long: the line lists its first commands only.
   return body.slice(0, MAX_AUDITED_COMMANDS).map((c: Partial<EvalCommandInput> | null) => {
-    let store: string | null;
-    if (c && typeof c.store === 'string') store = c.store.slice(0, 200);
-    else {
-      if (defaultStore === undefined) {
-        try {
-          defaultStore = registry.resolve(undefined).name;
-        } catch {
-          defaultStore = null;
-        }
-      }
-      store = defaultStore;
-    }
+    const store = c && typeof c.store === 'string' ? c.store.slice(0, 200) : defaultStore ?? null;
     const set = c && typeof c.set === 'string' ? c.set.trim().replace(/^\/|\/$/g, '').slice(0, 500) : '';
     return { store, set };
   });

@@ -14,7 +14,6 @@ import { ConfigurationError } from '../core/errors.js';
 import { DEFAULT_ENGINE_LIMITS, type EngineLimits } from '../core/eval.js';
 import {
   ACCESS_ENV,
-  ACCESS_FILE_SHAPE,
   DEFAULT_AUDIT,
   DEFAULT_RATE_LIMIT,
   resolveAccessSettings,
@@ -22,6 +21,7 @@ import {
   type AuditSettings,
   type RateLimitSettings,
 } from './access-settings.js';
+import { PROXY_SETTINGS, shapeProblem } from './setting-rules.js';
 
 export type TrustProxy = boolean | number | string[];
 
@@ -185,40 +185,6 @@ const ENV = {
 /** The environment variables this module reads (documented in docs/server.md). */
 export const SETTINGS_ENV_VARS: readonly string[] = [...Object.values(ENV), ...Object.values(ACCESS_ENV)];
 
-/** Allowed shape of `interface.proxy` (unknown properties are typos and rejected). */
-const FILE_SHAPE: Record<string, Record<string, true | Record<string, true>> | true> = {
-  http: {
-    port: true,
-    host: true,
-    tls: { enabled: true, cert: true, key: true },
-    allowedOrigins: true,
-    trustProxy: true,
-    headersTimeoutMs: true,
-    requestTimeoutMs: true,
-    idleTimeoutMs: true,
-  },
-  auth: { enabled: true, presharedKeys: true, ...ACCESS_FILE_SHAPE.auth },
-  audit: ACCESS_FILE_SHAPE.audit,
-  rateLimit: ACCESS_FILE_SHAPE.rateLimit,
-  log: { enabled: true },
-  metrics: { enabled: true, key: true },
-  docs: { enabled: true, public: true },
-  limits: {
-    bodyBytes: true,
-    commands: true,
-    keys: true,
-    setDepth: true,
-    lookups: true,
-    templateBytes: true,
-    templateExpressions: true,
-    valueBytes: true,
-    outputBytes: true,
-  },
-  shutdown: { gracePeriodSeconds: true },
-  workers: true,
-  watch: { maxWatchers: true, maxWaitSeconds: true, heartbeatMs: true, debounceMs: true, pollMs: true },
-};
-
 export function fail(source: Source, message: string): never {
   if (source.kind === 'file') throw new ConfigurationError(`${source.name}: ${message}`, source.file, source.name);
   if (source.kind === 'env') throw new ConfigurationError(`environment variable ${source.name}: ${message}`, undefined, source.name);
@@ -227,18 +193,6 @@ export function fail(source: Source, message: string): never {
 
 export const isPlainObject = (v: unknown): v is Record<string, unknown> =>
   typeof v === 'object' && v !== null && !Array.isArray(v);
-
-function checkFileShape(value: unknown, shape: Record<string, unknown>, path: string, file: string | undefined): void {
-  if (!isPlainObject(value)) fail({ kind: 'file', name: path, file }, 'must be an object');
-  for (const [k, v] of Object.entries(value)) {
-    const sub = shape[k];
-    const here = `${path}.${k}`;
-    if (sub === undefined) {
-      fail({ kind: 'file', name: here, file }, `unknown setting (known: ${Object.keys(shape).join(', ')})`);
-    }
-    if (sub !== true && v !== undefined && v !== null) checkFileShape(v, sub as Record<string, unknown>, here, file);
-  }
-}
 
 const TRUE = new Set(['true', '1', 'yes', 'on']);
 const FALSE = new Set(['false', '0', 'no', 'off']);
@@ -341,7 +295,10 @@ export function resolveSettings(input: ResolveSettingsInput = {}): ServerSetting
   const cwd = input.cwd ?? process.cwd();
   const fileDir = file ? dirname(file) : cwd;
 
-  if (fileSettings !== undefined && fileSettings !== null) checkFileShape(fileSettings, FILE_SHAPE, 'interface.proxy', file);
+  if (fileSettings !== undefined && fileSettings !== null) {
+    const problem = shapeProblem(PROXY_SETTINGS, fileSettings, 'interface.proxy');
+    if (problem) fail({ kind: 'file', name: problem.path, file }, problem.message);
+  }
 
   /** The value of one setting from the first source that has it, with its source. */
   const pick = (flag: keyof SettingsFlags | undefined, envName: string, filePath: string[]): [unknown, Source] | undefined => {

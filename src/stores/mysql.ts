@@ -8,9 +8,9 @@
  * cannot index whole TEXT columns, gets a 255-character prefix index instead.
  *
  * Change feed: MySQL and MariaDB have no notifications, so every `feedIntervalMs` (default 1000) the feed runs one
- * aggregate over the table, grouped by set: the row count, a sum and an XOR of CRC32 checksums of each row's key and
- * value. It reads the whole table (values included) once per period, and reports exactly the sets whose checksum
- * moved. (`CHECKSUM TABLE` cannot say which set changed, and InnoDB's `UPDATE_TIME` is kept in memory only, may be
+ * aggregate over the whole table, without GROUP BY (so without any temporary table): the row count, a sum and an XOR
+ * of CRC32 checksums of each row's key and value. When that moved, it reads one (set, checksums) row per table row and
+ * reports exactly the sets whose figures moved. It reads the whole table (values included) once per period. (`CHECKSUM TABLE` cannot say which set changed, and InnoDB's `UPDATE_TIME` is kept in memory only, may be
  * NULL and has a one-second resolution.)
  */
 import type mysql from 'mysql2/promise';
@@ -37,6 +37,16 @@ export interface MysqlStoreOptions {
 }
 
 const q = (id: string) => `\`${id.replace(/`/g, '``')}\``;
+
+/** The change feed's two statements over `table` (see SqlConfigStore.pollingFeed): no GROUP BY, no sorting. */
+export function mysqlFeedChecks(table: string): { total: string; rows: string } {
+  const a = `CRC32(CONCAT_WS(0x1f, \`key\`, \`value\`))`;
+  const b = `CRC32(CONCAT_WS(0x1f, \`value\`, \`key\`))`;
+  return {
+    total: `SELECT CONCAT(COUNT(*), ':', COALESCE(SUM(${a}), 0), ':', COALESCE(BIT_XOR(${b}), 0)) AS v FROM ${q(table)}`,
+    rows: `SELECT \`set\` AS s, ${a} AS a, ${b} AS b FROM ${q(table)}`,
+  };
+}
 
 export class MysqlConfigStore extends SqlConfigStore {
   readonly type: 'mysql' | 'mariadb';
@@ -85,7 +95,7 @@ export class MysqlConfigStore extends SqlConfigStore {
   }
 
   protected async connect(): Promise<void> {
-    if (!this.pool) this.pool = this.makePool();
+    await this.openConnection();
     const t = q(this.table);
     const columns =
       `\`id\` varchar(32) NOT NULL, \`set\` text NOT NULL, \`key\` text NOT NULL, \`value\` text NOT NULL, ` +
@@ -161,13 +171,20 @@ export class MysqlConfigStore extends SqlConfigStore {
   }
 
   watch(listener: ChangeListener): ChangeFeed {
-    const sql =
-      `SELECT \`set\` AS s, CONCAT(COUNT(*), ':', SUM(CRC32(CONCAT_WS(0x1f, \`key\`, \`value\`))), ':', ` +
-      `BIT_XOR(CRC32(CONCAT_WS(0x1f, \`value\`, \`key\`)))) AS v FROM ${q(this.table)} GROUP BY \`set\``;
-    return this.pollingFeed(listener, this.options.feedIntervalMs ?? DEFAULT_FEED_INTERVAL_MS.sql, async () => {
-      const [rows] = await this.exec(sql);
-      return new Map((rows as Array<{ s: string | Buffer; v: string | Buffer }>).map((r) => [String(r.s), String(r.v)]));
+    // No GROUP BY: grouping by a TEXT column makes MariaDB build an internal (Aria) temporary table, and a DROP TABLE
+    // under a running check has crashed MariaDB 10.11 while freeing one. Both statements are plain scans.
+    const { total, rows } = mysqlFeedChecks(this.table);
+    return this.pollingFeed(listener, this.options.feedIntervalMs ?? DEFAULT_FEED_INTERVAL_MS.sql, {
+      total: async () => {
+        const [r] = await this.exec(total);
+        return String((r as Array<{ v: string | Buffer }>)[0]!.v);
+      },
+      rows: async () => (await this.exec(rows))[0] as Array<{ s: string | Buffer; a: number; b: number }>,
     });
+  }
+
+  protected async openConnection(): Promise<void> {
+    if (!this.pool) this.pool = this.makePool();
   }
 
   protected isMissingTable(err: unknown): boolean {

@@ -12,9 +12,13 @@
  *     updated or deleted row (and on TRUNCATE), with the row's set as payload, on the channel `cfgu_<tableName>`; the
  *     feed LISTENs on one dedicated connection. Any client's writes are seen at commit, whatever wrote them.
  *     PostgreSQL folds identical notices of one transaction into one, so a batch costs one notice per set.
- *   - otherwise, every `feedIntervalMs` (default 1000): one aggregate over the table, grouped by set, of the row
- *     count and a sum of hashes of each row's id and xmin (the transaction that wrote that row version). It reads
- *     tuple headers and ids only (never the values), and reports exactly the sets whose aggregate moved.
+ *   - otherwise, every `feedIntervalMs` (default 1000): one aggregate over the whole table (no GROUP BY) of the row
+ *     count and the sum and XOR of hashes of each row's id and xmin (the transaction that wrote that row version);
+ *     when it moved, one (set, hash) row per table row, from which the feed reports exactly the sets that moved. It
+ *     reads tuple headers and ids only (never the values).
+ * With `notify: true` the feed also checks every `feedIntervalMs` that the table and its trigger are still there (a
+ * dropped table sends no notice). A feed never creates the table: on a dropped table it reports error() and comes
+ * back with change({}) once the table exists again.
  */
 import type pg from 'pg';
 import { pgDriver } from './drivers.js';
@@ -37,11 +41,20 @@ export interface PostgresStoreOptions {
   poolSize?: number;
   /** Install the NOTIFY trigger and LISTEN (default false: periodic check). */
   notify?: boolean;
-  /** Period of the periodic check, without `notify` (ms). */
+  /** Period of the periodic check (without `notify`), or of the trigger check (with it), in ms. */
   feedIntervalMs?: number;
 }
 
 const q = (id: string) => `"${id.replace(/"/g, '""')}"`;
+
+/** The periodic feed's two statements over `table` (see SqlConfigStore.pollingFeed): no GROUP BY. */
+export function postgresFeedChecks(table: string): { total: string; rows: string } {
+  const h = `hashtextextended("id" || ':' || xmin::text, 0)`;
+  return {
+    total: `SELECT count(*) || ':' || coalesce(sum(h), 0) || ':' || coalesce(bit_xor(h), 0) AS v FROM (SELECT ${h} AS h FROM ${q(table)}) AS r`,
+    rows: `SELECT "set" AS s, ${h} AS a FROM ${q(table)}`,
+  };
+}
 
 export class PostgresConfigStore extends SqlConfigStore {
   readonly type = 'postgresql';
@@ -95,8 +108,12 @@ export class PostgresConfigStore extends SqlConfigStore {
     return pool;
   }
 
-  protected async connect(): Promise<void> {
+  protected async openConnection(): Promise<void> {
     if (!this.pool) this.pool = this.makePool();
+  }
+
+  protected async connect(): Promise<void> {
+    await this.openConnection();
     const t = q(this.table);
     this.selectSql =
       `SELECT c."set", c."key", c."value" FROM ${t} AS c ` +
@@ -114,7 +131,7 @@ export class PostgresConfigStore extends SqlConfigStore {
     ];
     for (const sql of statements) {
       try {
-        await this.pool.query(sql);
+        await this.pool!.query(sql);
       } catch (e) {
         // Two processes creating the same table at once: one of them loses the race on the catalog; that is fine.
         const code = (e as { code?: string }).code;
@@ -172,15 +189,22 @@ $fn$`,
     }
   }
 
+  /** True when the table exists and carries the notify trigger (on the feed's own connection). */
+  private async triggerPresent(c: pg.Client): Promise<boolean> {
+    const found = await c.query({
+      text: `SELECT 1 FROM pg_trigger WHERE tgrelid = to_regclass($1) AND tgname = $2`,
+      values: [q(this.table), indexName('cfgu_notify', this.table)],
+    });
+    return !!found.rowCount;
+  }
+
   watch(listener: ChangeListener): ChangeFeed {
+    const interval = this.options.feedIntervalMs ?? DEFAULT_FEED_INTERVAL_MS.sql;
     if (!this.options.notify) {
-      const t = q(this.table);
-      const sql =
-        `SELECT "set" AS s, count(*)::text || ':' || coalesce(sum(hashtextextended("id" || ':' || xmin::text, 0)), 0)::text AS v ` +
-        `FROM ${t} GROUP BY "set"`;
-      return this.pollingFeed(listener, this.options.feedIntervalMs ?? DEFAULT_FEED_INTERVAL_MS.sql, async () => {
-        const res = await this.pool!.query<{ s: string; v: string }>(sql);
-        return new Map(res.rows.map((r) => [r.s, r.v]));
+      const { total, rows } = postgresFeedChecks(this.table);
+      return this.pollingFeed(listener, interval, {
+        total: async () => (await this.pool!.query<{ v: string }>(total)).rows[0]!.v,
+        rows: async () => (await this.pool!.query<{ s: string; a: string }>(rows)).rows.map((r) => ({ ...r, b: r.a })),
       });
     }
     const sink = new FeedSink(listener);
@@ -188,13 +212,15 @@ $fn$`,
     const run = async () => {
       for (let attempt = 0; !life.closed; attempt++) {
         const c = new (pgDriver().Client)({ ...this.clientConfig(), keepAlive: true, query_timeout: undefined, statement_timeout: undefined });
+        let gone!: (e: Error) => void;
         const lost = new Promise<Error | undefined>((resolve) => {
+          gone = resolve;
           c.on('error', (e) => resolve(e));
           c.on('end', () => resolve(new Error('connection closed')));
           void life.ended().then(() => resolve(undefined));
         });
         try {
-          await this.ready.ensure(); // the table
+          await this.openConnection(); // never the table: a feed does not create it
           await this.guard('install the notify trigger', () => this.installTrigger());
           await c.connect();
           c.on('notification', (m) => {
@@ -211,7 +237,16 @@ $fn$`,
         }
         attempt = 0;
         sink.change({}); // listening (first time, or again after an outage): anything may have changed meanwhile
+        // A dropped table (or trigger) sends no notice: check every period that the trigger is still there.
+        const probe = setInterval(() => {
+          this.triggerPresent(c).then(
+            (present) => present || gone(new Error(`table "${this.table}" or its notify trigger is gone`)),
+            (e: Error) => gone(e),
+          );
+        }, interval);
+        probe.unref?.();
         const why = await lost;
+        clearInterval(probe);
         await c.end().catch(() => undefined);
         if (life.closed || !why) return;
         sink.fail(why instanceof StoreUnavailableError ? why : unavailable(this.name, why, this.secrets()));

@@ -23,6 +23,41 @@ const MAX_WRITE_ATTEMPTS = 8;
 const byPair = (a: ConfigQuery, b: ConfigQuery): number =>
   a.set < b.set ? -1 : a.set > b.set ? 1 : a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
 
+/** A polled change feed's two statements (see SqlConfigStore.pollingFeed). */
+export interface TableCheck {
+  /** `count:sum:xor` of the per-row hashes over the whole table (an empty table: `0:0:0`). */
+  total(): Promise<string>;
+  /** One row per table row: its set, the hash summed (`a`) and the hash XOR-ed (`b`), as integers or their text. */
+  rows(): Promise<ReadonlyArray<{ s: unknown; a: unknown; b: unknown }>>;
+}
+
+export interface TableDigest {
+  /** As TableCheck.total would give it for these rows. */
+  total: string;
+  /** set -> `count:sum:xor` of its rows. */
+  sets: Map<string, string>;
+}
+
+/** Fingerprints of the rows, whole table and per set, computed as the SQL aggregates would (exact integers). */
+export function digestRows(rows: ReadonlyArray<{ s: unknown; a: unknown; b: unknown }>): TableDigest {
+  const acc = new Map<string, { n: number; sum: bigint; xor: bigint }>();
+  const all = { n: 0, sum: 0n, xor: 0n };
+  for (const r of rows) {
+    const s = String(r.s);
+    const a = BigInt(String(r.a));
+    const b = BigInt(String(r.b));
+    let e = acc.get(s);
+    if (!e) acc.set(s, (e = { n: 0, sum: 0n, xor: 0n }));
+    for (const x of [e, all]) {
+      x.n++;
+      x.sum += a;
+      x.xor ^= b;
+    }
+  }
+  const text = (x: { n: number; sum: bigint; xor: bigint }) => `${x.n}:${x.sum}:${x.xor}`;
+  return { total: text(all), sets: new Map([...acc].map(([s, x]) => [s, text(x)])) };
+}
+
 export abstract class SqlConfigStore implements ConfigStore {
   abstract readonly type: string;
   protected readonly ready: Lazy;
@@ -41,6 +76,8 @@ export abstract class SqlConfigStore implements ConfigStore {
 
   /** Open the connection/pool and create the table when absent. */
   protected abstract connect(): Promise<void>;
+  /** Open the connection/pool only (a change feed never creates the table). */
+  protected abstract openConnection(): Promise<void>;
   /** Select the rows matching the pairs (already de-duplicated, at most MAX_PAIRS_PER_STATEMENT). */
   protected abstract select(pairs: readonly ConfigQuery[]): Promise<Config[]>;
   /** Apply deletes and upserts atomically. */
@@ -102,20 +139,33 @@ export abstract class SqlConfigStore implements ConfigStore {
   }
 
   /**
-   * A change feed that runs `snapshot` (one aggregate per set: `set -> fingerprint`) every `intervalMs` and reports the
-   * sets whose fingerprint moved. A write through this object makes it look at once. Its first successful look is
-   * reported as `change({})` (writes made between watch() and that look are covered).
+   * A change feed that checks the table every `intervalMs` and reports the sets whose fingerprint moved. A write
+   * through this object makes it look at once. Its first successful look is reported as `change({})` (writes made
+   * between watch() and that look are covered).
+   *
+   * Each look is one aggregate over the whole table without GROUP BY (`check.total`: the row count, the sum and the
+   * XOR of a per-row hash, as `count:sum:xor`), which needs no temporary table; only when it moved does the feed read
+   * one (set, hash) pair per row (`check.rows`, a plain scan, no sorting) and build the per-set fingerprints itself.
+   * The feed never creates the table: on a dropped table it reports error() and recovers once the table is back.
    */
-  protected pollingFeed(listener: ChangeListener, intervalMs: number, snapshot: () => Promise<Map<string, string>>): ChangeFeed {
+  protected pollingFeed(listener: ChangeListener, intervalMs: number, check: TableCheck): ChangeFeed {
     const sink = new FeedSink(listener);
     let last: Map<string, string> | undefined;
+    let known: TableDigest | undefined;
+    const snapshot = async (): Promise<Map<string, string>> => {
+      await this.openConnection();
+      const total = await check.total();
+      if (known && known.total === total) return known.sets;
+      known = digestRows(await check.rows());
+      return known.sets;
+    };
     const poller = new Poller(intervalMs, async () => {
       let now: Map<string, string>;
       try {
-        await this.ready.ensure();
         now = await this.guard('change check', snapshot);
       } catch (e) {
         last = undefined;
+        known = undefined;
         sink.fail(e as Error);
         return;
       }

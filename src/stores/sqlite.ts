@@ -121,6 +121,11 @@ export class SqliteConfigStore extends SqlConfigStore {
     });
   }
 
+  /** Not used by this kind's feed (it reads `data_version` on the store's own connection, see watch). */
+  protected async openConnection(): Promise<void> {
+    await this.ready.ensure();
+  }
+
   protected async connect(): Promise<void> {
     if (!this.db) {
       if (this.database !== ':memory:' && !this.database.startsWith('file:')) {

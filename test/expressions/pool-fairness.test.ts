@@ -5,6 +5,7 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createSandboxEvaluator, requestContext, type SandboxEvaluator } from '../../src/expressions/index.js';
 import { oneTest, outcomeOf } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 const SPIN = '(() => { while (true) {} })()';
 // Reaches the memory limit after a few large copies, long before its CPU time reaches any budget used here.
@@ -25,10 +26,6 @@ after(async () => {
   for (const h of hogs) h.kill('SIGKILL');
   for (const p of pools) await p.close();
 });
-
-const waitFor = async (cond: () => boolean) => {
-  while (!cond()) await new Promise((r) => setTimeout(r, 10));
-};
 
 describe('sandbox pool: CPU-time limits', () => {
   it('a job that spins fails with the time limit; valid jobs pass while CPU hogs keep the host busy', async () => {
@@ -97,7 +94,7 @@ describe('sandbox pool: fairness and bounds', () => {
         () => runawaysDone++,
       ),
     );
-    await waitFor(() => (ev.queued().attacker ?? 0) > 0);
+    await waitFor('the attacker has a job queued', () => (ev.queued().attacker ?? 0) > 0);
     const victim = await ev.run(oneTest('$.value === 8080'), { client: 'victim' });
     assert.equal(outcomeOf(victim.tests), 'ok');
     // Served in turn: at most the runaways already written to the child, plus one, ran before the victim's job.
@@ -166,7 +163,7 @@ describe('sandbox pool: request budget', () => {
     const ctx = requestContext('c');
     await untilRefused(ev, ctx, BOMB, 2, 'memory-limit');
     // Each bomb costs its child; the restart is counted when the child's end is seen, after its answer.
-    await waitFor(() => ctx.usage!.restarts >= 2);
+    await waitFor('two restarts counted for the request', () => ctx.usage!.restarts >= 2);
     await assert.rejects(ev.run(oneTest('true'), ctx), {
       name: 'BudgetExceededError',
       rule: 'restart-budget',

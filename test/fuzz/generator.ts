@@ -12,17 +12,7 @@
 // ---------------------------------------------------------------------------------------------------------------
 // PRNG
 
-/** mulberry32: tiny, fast, good enough to drive a fuzzer; the same seed gives the same stream on every platform. */
-export function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { mulberry32 } from './prng.mjs';
 
 /** One 32-bit stream seed per (campaign seed, case index): cases do not depend on each other. */
 export function caseSeed(seed: number, index: number): number {

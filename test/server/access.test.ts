@@ -497,6 +497,34 @@ describe('audit log', () => {
   });
 });
 
+describe('the default store', () => {
+  test('is resolved once, when the server is built: scope checks and audit lines of commands naming no store use it, no lookup per request', async () => {
+    let defaultLookups = 0;
+    const withDefault: StoreResolver = {
+      resolve(name) {
+        if (name === undefined) defaultLookups++;
+        return counting.resolve(name ?? 'main');
+      },
+      names: () => counting.names(),
+    };
+    const log = capture();
+    const settings = resolveSettings({ fileSettings: { auth: { enabled: true, credentials: credentials() } }, file: join(dir, '.configu'), env: {} });
+    const a = await buildServer({ registry: withDefault, settings: { ...settings, workers: 1 }, logger: log.logger, ready: true });
+    apps.push(a);
+    assert.equal(defaultLookups, 1, 'once, at build');
+    const noStore = (set: string) => JSON.stringify([{ set, schema: { keys: { HOST: {} } } }]);
+    const id = `f-${randomUUID()}`;
+    exactly(
+      await post(a, noStore('prod'), STAGING_TOKEN, { 'x-request-id': id }),
+      403,
+      forbidden('1 of 1 command is outside the scope of this credential: command 0 (store "main", set "prod")', [{ command: 0, store: 'main', set: 'prod' }]),
+    );
+    const line = await waitFor('the audit line', () => log.lines().find((l) => l.msg === 'audit' && l.requestId === id));
+    assert.deepEqual(line.commands, [{ store: 'main', set: 'prod' }]);
+    assert.equal(defaultLookups, 1, 'a refused request (scope check and audit line) looks nothing up');
+  });
+});
+
 describe('rate limits per subject', () => {
   function over(r: LightMyRequestResponse, max: number, window: number): void {
     assert.equal(r.statusCode, 429, r.body);

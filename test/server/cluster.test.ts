@@ -7,7 +7,8 @@ import { after, afterEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { killChildren, postJson, removeTempDirs, sleep, spawnCfgu, tempDir, waitForStatus, writeJson, type Spawned } from './helpers.js';
+import { killChildren, postJson, removeTempDirs, spawnCfgu, tempDir, waitForStatus, writeJson, type Spawned } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 after(async () => {
   await killChildren();
@@ -23,18 +24,18 @@ function project(): string {
   return writeJson(join(dir, '.configu'), CONFIGU);
 }
 
-/** Waits until `count` log lines satisfy `match` (or the process exits). */
+/** Waits until `count` log lines satisfy `match`; fails at once if the process exits meanwhile. */
 async function waitForLines(p: Spawned, match: (l: Record<string, any>) => boolean, count: number, what: string): Promise<Array<Record<string, any>>> {
-  const end = Date.now() + 90_000;
-  for (;;) {
+  const seen = await waitFor(what, () => {
     const hits = p.logs().filter(match);
-    if (hits.length >= count) return hits;
-    if (p.child.exitCode !== null || p.child.signalCode !== null) {
-      throw new Error(`cfgu exited (${p.child.exitCode ?? p.child.signalCode}) while waiting for ${what}\n${p.stdout()}\n${p.stderr()}`);
-    }
-    if (Date.now() > end) throw new Error(`timed out waiting for ${what}\n${p.stdout()}\n${p.stderr()}`);
-    await sleep(25);
-  }
+    if (hits.length >= count) return { hits };
+    if (p.child.exitCode !== null || p.child.signalCode !== null) return { exited: p.child.exitCode ?? p.child.signalCode };
+    return undefined;
+  }, 90_000).catch((e: Error) => {
+    throw new Error(`${e.message}\n${p.stdout()}\n${p.stderr()}`);
+  });
+  if ('exited' in seen) throw new Error(`cfgu exited (${seen.exited}) while waiting for ${what}\n${p.stdout()}\n${p.stderr()}`);
+  return seen.hits;
 }
 
 const alive = (pid: number): boolean => {

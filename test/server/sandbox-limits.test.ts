@@ -9,6 +9,7 @@ import { buildServer, settingsWith } from '../../src/server/index.js';
 import { createStoreRegistry, loadConfiguration, type StoreRegistry } from '../../src/config/index.js';
 import { createSandboxEvaluator, type SandboxEvaluator, type SandboxOptions } from '../../src/expressions/index.js';
 import { removeTempDirs, tempDir, writeJson } from './helpers.js';
+import { waitFor } from '../helpers/wait.js';
 
 let registry: StoreRegistry;
 const apps: FastifyInstance[] = [];
@@ -48,17 +49,13 @@ function exactly(r: LightMyRequestResponse, status: number, body: Record<string,
   assert.deepEqual(r.json(), body);
 }
 
-const waitFor = async (cond: () => boolean) => {
-  while (!cond()) await new Promise((r) => setTimeout(r, 10));
-};
-
 describe('sandbox limits over HTTP', () => {
   test('503 with Retry-After when the client’s queue, or the whole queue, is full', async () => {
     const { app, evaluator } = await server({ workers: 1, spares: 0, queueLimit: 2, clientQueueLimit: 1 });
     // A child that never becomes ready: every job waits in the host's queue.
     process.kill(evaluator.pids()[0]!, 'SIGSTOP');
     const first = post(app, [command('$.value === "abc"')]);
-    await waitFor(() => evaluator.queued()['ip:127.0.0.1'] === 1);
+    await waitFor('one job of 127.0.0.1 queued', () => evaluator.queued()['ip:127.0.0.1'] === 1);
     const busy = await post(app, [command('true')]);
     exactly(busy, 503, {
       type: 'urn:cfgu:problem:sandbox-busy',
@@ -69,7 +66,7 @@ describe('sandbox limits over HTTP', () => {
     assert.equal(busy.headers['retry-after'], '1');
     // Another client still gets a place, until the whole queue is full.
     const second = post(app, [command('true')], '10.0.0.2');
-    await waitFor(() => evaluator.queued()['ip:10.0.0.2'] === 1);
+    await waitFor('one job of 10.0.0.2 queued', () => evaluator.queued()['ip:10.0.0.2'] === 1);
     const full = await post(app, [command('true')], '10.0.0.3');
     exactly(full, 503, {
       type: 'urn:cfgu:problem:sandbox-busy',

@@ -109,14 +109,36 @@ describe('resolveSettings', () => {
     assert.deepEqual(resolveSettings({ env: { CONFIGU_HTTP_ALLOWED_ORIGINS: '*' } }).http.allowedOrigins, ['*']);
   });
 
+  test('an unknown property anywhere under interface.proxy names itself, the closest known name and what is allowed there', () => {
+    const hash = 'a'.repeat(64);
+    const cases: Array<[unknown, string, string]> = [
+      [{ http: { tls: { enabeld: true } } }, 'interface.proxy.http.tls.enabeld', 'unknown property "enabeld" (did you mean "enabled"? allowed here: enabled, cert, key)'],
+      [{ auth: { jwt: { isuer: 'x' } } }, 'interface.proxy.auth.jwt.isuer', 'unknown property "isuer" (did you mean "issuer"? allowed here: jwksUrl, jwksFile, issuer, audience, algorithms, clockSkewSeconds, jwksCooldownSeconds, jwksMaxAgeSeconds, cacheSize, grants)'],
+      [
+        { auth: { credentials: [{ name: 'a', sha256: hash, stores: ['s'], sets: [''] }, { name: 'b', sha256: hash, stores: ['s'], sets: [''], lables: ['x'] }] } },
+        'interface.proxy.auth.credentials[1].lables',
+        'unknown property "lables" (did you mean "labels"? allowed here: name, sha256, stores, sets, labels, keys)',
+      ],
+      [{ watch: { extra: 1 } }, 'interface.proxy.watch.extra', 'unknown property "extra" (allowed here: maxWatchers, maxWaitSeconds, heartbeatMs, debounceMs, pollMs)'],
+      [{ limits: 5 }, 'interface.proxy.limits', 'must be an object'],
+      [{ auth: { credentials: 'x' } }, 'interface.proxy.auth.credentials', 'must be a list of credentials ({ name, sha256, stores, sets })'],
+      [{ auth: { jwt: { grants: ['x'] } } }, 'interface.proxy.auth.jwt.grants[0]', 'must be an object with claim, value, stores and sets'],
+    ];
+    for (const [fileSettings, property, message] of cases) {
+      fails({ file: FILE, fileSettings }, property, new RegExp(`^${(property + ': ' + message).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}$`), FILE);
+    }
+    // Absent or null sections are all defaults.
+    assert.equal(resolveSettings({ file: FILE, fileSettings: { http: null, auth: { jwt: null, credentials: null } } }).http.port, 8080);
+  });
+
   test('bad values stop start-up naming the variable, flag or file property', () => {
     fails({ env: { CONFIGU_HTTP_PORT: '99999' } }, 'CONFIGU_HTTP_PORT', /^environment variable CONFIGU_HTTP_PORT: must be a whole number from 0 to 65535, got "99999"$/);
     fails({ env: { CONFIGU_HTTP_PORT: 'http' } }, 'CONFIGU_HTTP_PORT', /got "http"/);
     fails({ flags: { port: '-1' } }, '--port', /^flag --port: must be a whole number/);
     fails({ flags: { workers: '0' } }, '--workers', /from 1 to 1024/);
     fails({ file: FILE, fileSettings: { http: { port: 'abc' } } }, 'interface.proxy.http.port', /^interface\.proxy\.http\.port: must be a whole number/, FILE);
-    fails({ file: FILE, fileSettings: { http: { prot: 1 } } }, 'interface.proxy.http.prot', /unknown setting/, FILE);
-    fails({ file: FILE, fileSettings: { htttp: {} } }, 'interface.proxy.htttp', /unknown setting \(known: http, auth/, FILE);
+    fails({ file: FILE, fileSettings: { http: { prot: 1 } } }, 'interface.proxy.http.prot', /^interface\.proxy\.http\.prot: unknown property "prot" \(did you mean "port"\? allowed here: port, host, tls, allowedOrigins, trustProxy, headersTimeoutMs, requestTimeoutMs, idleTimeoutMs\)$/, FILE);
+    fails({ file: FILE, fileSettings: { htttp: {} } }, 'interface.proxy.htttp', /^interface\.proxy\.htttp: unknown property "htttp" \(did you mean "http"\? allowed here: http, auth, audit, rateLimit, log, metrics, docs, limits, shutdown, workers, watch\)$/, FILE);
     fails({ file: FILE, fileSettings: 'x' }, 'interface.proxy', /must be an object/, FILE);
     fails({ env: { CONFIGU_AUTH_ENABLED: 'maybe' } }, 'CONFIGU_AUTH_ENABLED', /must be true or false/);
     fails({ env: { CONFIGU_AUTH_ENABLED: 'true' } }, 'CONFIGU_AUTH_ENABLED', /no preshared key is set/);

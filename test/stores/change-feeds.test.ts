@@ -13,10 +13,15 @@
  */
 import assert from 'node:assert/strict';
 import { renameSync, writeFileSync } from 'node:fs';
+import mysql from 'mysql2/promise';
+import pg from 'pg';
 import { join } from 'node:path';
 import { after, describe, test, type TestContext } from 'node:test';
 import { createStoreRegistry } from '../../src/config/registry.js';
 import { createStore } from '../../src/stores/index.js';
+import { mysqlFeedChecks } from '../../src/stores/mysql.js';
+import { postgresFeedChecks } from '../../src/stores/postgresql.js';
+import { digestRows } from '../../src/stores/sql.js';
 import type { ChangeFeed, ChangeListener, ChangeNotice, ConfigStore } from '../../src/stores/types.js';
 import { dropMariadbTables, dropPostgresTables, etcdPut, mariadb, md5, myUpsert, pgUpsert, psql, redisCli, sqlite3 } from '../helpers/plain-clients.js';
 import { startPrivate, type PrivateServer } from '../helpers/private.js';
@@ -91,6 +96,52 @@ async function firstNotice(recs: Recorder[], what: string, writes: () => Promise
     const seen = await rec.nextChange(what, marks[i]);
     assert.equal(seen.index, marks[i], `${what}: no notice before it`);
     assert.deepEqual(sorted(seen.notice), [...sets].sort(), what);
+  }
+}
+
+/**
+ * The table dropped under a live feed: error(); a second feed opened after the drop also reports error() (a feed
+ * never creates the table; before, the next check re-created it) and the table is still absent; once another store
+ * object's init creates it again, the first feed sends change({}) and hears a plain client's write with its set.
+ */
+async function droppedUnderFeed(
+  t: TestContext,
+  o: { type: string; configuration: Record<string, unknown>; drop(): Promise<unknown>; exists(): Promise<boolean>; write(set: string): Promise<unknown> },
+): Promise<void> {
+  const store = await open(t, o.type, o.configuration, `${o.type}-dropped`);
+  const { rec } = await watching(t, store);
+  const mark = rec.events.length;
+  await o.drop();
+  const e = await rec.next('error() once the table is dropped', isError, mark);
+  assert.match((rec.events[e] as { error: string }).error, new RegExp(`^store "${o.type}-dropped" is unavailable: `));
+  const second = await watching(t, store, false);
+  await second.rec.next('a feed opened after the drop reports error()', isError);
+  assert.equal(await o.exists(), false, 'no feed created the table again');
+  await open(t, o.type, o.configuration, `${o.type}-recreate`); // init: the one place that creates the table
+  const back = await rec.nextChange('change({}) once the table is back', e + 1);
+  assert.deepEqual(back.notice, {});
+  assert.ok(rec.events.slice(e + 1, back.index).every(isError), 'nothing but errors in between');
+  await o.write('back');
+  await rec.next('a write after the table is back', (ev) => 'change' in ev && !!ev.change.sets?.includes('back'), back.index + 1);
+}
+
+/** One statement on the shared PostgreSQL / MariaDB test database, on a connection of its own. */
+async function pgQuery(sql: string, values: unknown[] = []): Promise<Array<Record<string, unknown>>> {
+  const c = new pg.Client({ host: PG.host, port: PG.port, user: PG.username, database: PG.database });
+  await c.connect();
+  try {
+    return (await c.query(sql, values)).rows;
+  } finally {
+    await c.end();
+  }
+}
+
+async function myQuery(sql: string, values: unknown[] = []): Promise<Array<Record<string, unknown>>> {
+  const c = await mysql.createConnection({ host: MY.host, port: MY.port, user: MY.username, database: MY.database });
+  try {
+    return (await c.query(sql, values))[0] as Array<Record<string, unknown>>;
+  } finally {
+    await c.end();
   }
 }
 
@@ -220,6 +271,35 @@ describe('postgresql change feed', () => {
     });
   }
 
+  for (const notify of [false, true]) {
+    test(`${notify ? 'notify: true' : 'without notify'}: the table dropped under a running feed gives error(), is not created again by any feed, and the feed recovers once init creates it`, async (t) => {
+      if (!(await pgAvailable(t))) return;
+      const tableName = table(notify ? 'dn' : 'dp');
+      await droppedUnderFeed(t, {
+        type: 'postgresql',
+        configuration: { ...PG, tableName, notify, feedIntervalMs: 50 },
+        drop: () => psql(PG.port, PG.database, `DROP TABLE "${tableName}"`),
+        exists: () => pgQuery(`SELECT to_regclass($1) IS NOT NULL AS e`, [`"${tableName}"`]).then((r) => r[0]!.e === true),
+        write: (set) => psql(PG.port, PG.database, pgUpsert(tableName, set, 'K', 'v')),
+      });
+    });
+  }
+
+  test('the periodic check: one aggregate without GROUP BY, and the per-row digest gives the same figures', async (t) => {
+    if (!(await pgAvailable(t))) return;
+    const tableName = table('agg');
+    const store = await open(t, 'postgresql', { ...PG, tableName });
+    await store.set([{ set: 'a', key: 'K', value: '1' }, { set: 'a', key: 'L', value: '2' }, { set: 'b', key: 'K', value: '3' }]);
+    const checks = postgresFeedChecks(tableName);
+    assert.doesNotMatch(checks.total, /GROUP BY/i);
+    assert.doesNotMatch(checks.rows, /GROUP BY|ORDER BY/i);
+    const [total] = await pgQuery(checks.total);
+    const digest = digestRows((await pgQuery(checks.rows)).map((r) => ({ s: r.s, a: r.a, b: r.a })));
+    assert.equal(digest.total, total!.v);
+    assert.deepEqual([...digest.sets.keys()].sort(), ['a', 'b']);
+    assert.match(digest.sets.get('a')!, /^2:-?\d+:-?\d+$/);
+  });
+
   test('a private server stopped and restarted during a watch: error(), then change({}), then writes are seen again (both modes)', async (t) => {
     const server = await startPrivate(t, 'postgresql');
     if (!server) return;
@@ -294,6 +374,40 @@ describe('mariadb change feed (periodic checksum)', () => {
       await mariadb(MY.port, MY.database, myUpsert(tableName, 'app/prod', 'K', 'v1'));
     }, ['app/prod']);
     await firstNotice(recs.slice(0, 1), 'an update of the value', () => mariadb(MY.port, MY.database, myUpsert(tableName, 'app/prod', 'K', 'v2')), ['app/prod']);
+  });
+
+  test('the check needs no temporary table (EXPLAIN: no GROUP BY, no "Using temporary"), and the per-row digest gives the aggregate\'s figures', async (t) => {
+    if (!(await requireService(t, 'mariadb', probeTcp(MY.port)))) return;
+    const tableName = `cfgu_feed_${RUN}_agg`;
+    tables.push(tableName);
+    const store = await open(t, 'mariadb', { ...MY, tableName });
+    await store.set([{ set: 'a', key: 'K', value: '1' }, { set: 'a', key: 'L', value: '2' }, { set: 'b', key: 'K', value: '3' }]);
+    const checks = mysqlFeedChecks(tableName);
+    for (const sql of [checks.total, checks.rows]) {
+      assert.doesNotMatch(sql, /GROUP BY|ORDER BY/i);
+      const plan = await myQuery(`EXPLAIN ${sql}`);
+      assert.ok(plan.length > 0);
+      for (const row of plan) assert.doesNotMatch(String(row.Extra ?? ''), /temporary|filesort/i, sql);
+    }
+    const [total] = await myQuery(checks.total);
+    const digest = digestRows((await myQuery(checks.rows)).map((r) => ({ s: r.s, a: r.a, b: r.b })));
+    assert.equal(digest.total, String(total!.v));
+    assert.deepEqual([...digest.sets.keys()].sort(), ['a', 'b']);
+    assert.match(digest.sets.get('a')!, /^2:\d+:\d+$/);
+  });
+
+  test('the table dropped under a running feed gives error(), is not created again by the feed, and the feed recovers once init creates it', async (t) => {
+    if (!(await requireService(t, 'mariadb', probeTcp(MY.port)))) return;
+    const tableName = `cfgu_feed_${RUN}_drop`;
+    tables.push(tableName);
+    await droppedUnderFeed(t, {
+      type: 'mariadb',
+      configuration: { ...MY, tableName, feedIntervalMs: 50 },
+      drop: () => mariadb(MY.port, MY.database, `DROP TABLE \`${tableName}\``),
+      exists: async () =>
+        (await myQuery(`SELECT COUNT(*) AS n FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?`, [MY.database, tableName]))[0]!.n === 1,
+      write: (set) => mariadb(MY.port, MY.database, myUpsert(tableName, set, 'K', 'v')),
+    });
   });
 
   test('a private server stopped and restarted during a watch: error(), then change({})', async (t) => {

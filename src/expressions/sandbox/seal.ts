@@ -106,12 +106,18 @@ const isFrozen = Object.isFrozen;
 const isExtensible = Object.isExtensible;
 
 /**
- * After the freeze: walk everything reachable again, as an expression could (prototypes, property values, both
- * accessor functions, the contents of per-job containers), and list what is still writable. Per-job containers and
- * regexps (whose `lastIndex` is writable and reset before each job) are the only exceptions.
+ * The one walk over the object graph, as an expression could walk it: every object or function reachable from
+ * `roots` through prototypes, own property values and both accessor functions, each met once (depth first, on an
+ * explicit stack: the realm is too deep for recursion). `object(obj)` is called when an object is first met;
+ * `property(obj, key, desc, visit)` for each of its own properties, and returns true when it has followed (or
+ * deliberately not followed) that property's edges itself; otherwise the value, or the getter and setter, are
+ * followed.
  */
-export function verifySealed(roots: unknown[]): string[] {
-  const unsealed: string[] = [];
+export function walkReachable(
+  roots: unknown[],
+  object: (obj: object) => void,
+  property: (obj: object, key: PropertyKey, desc: PropertyDescriptor, visit: (v: unknown) => void) => boolean = () => false,
+): void {
   const seen = new SetCtor<object>();
   const stack: unknown[] = roots.slice();
   const visit = (v: unknown): void => {
@@ -121,88 +127,92 @@ export function verifySealed(roots: unknown[]): string[] {
     const obj = stack.pop() as object;
     if (seen.has(obj)) continue;
     seen.add(obj);
+    object(obj);
     visit(getPrototypeOf(obj));
-    if (obj instanceof RegExp) {
-      if (isExtensible(obj)) unsealed.push('an extensible RegExp');
-    } else if (!isFrozen(obj)) {
-      unsealed.push(`${typeof obj} ${apply(O.prototype.toString, obj, [])} with keys ${ownKeys(obj).slice(0, 5).map(StringCtor).join(', ')}`);
-    }
     for (const key of ownKeys(obj)) {
       const desc = getOwnPropertyDescriptor(obj, key);
-      if (!desc) continue;
-      if ('value' in desc) {
-        if (obj instanceof RegExp && key !== 'lastIndex' && (desc.writable || desc.configurable)) unsealed.push(`RegExp property ${StringCtor(key)}`);
-        visit(desc.value);
-      } else {
+      if (!desc || property(obj, key, desc, visit)) continue;
+      if ('value' in desc) visit(desc.value);
+      else {
         visit(desc.get);
         visit(desc.set);
       }
     }
   }
+}
+
+/**
+ * After the freeze: walk everything reachable again (walkReachable) and list what is still writable. Per-job
+ * containers and regexps (whose `lastIndex` is writable and reset before each job) are the only exceptions.
+ */
+export function verifySealed(roots: unknown[]): string[] {
+  const unsealed: string[] = [];
+  walkReachable(
+    roots,
+    (obj) => {
+      if (obj instanceof RegExp) {
+        if (isExtensible(obj)) unsealed.push('an extensible RegExp');
+      } else if (!isFrozen(obj)) {
+        unsealed.push(`${typeof obj} ${apply(O.prototype.toString, obj, [])} with keys ${ownKeys(obj).slice(0, 5).map(StringCtor).join(', ')}`);
+      }
+    },
+    (obj, key, desc) => {
+      if ('value' in desc && obj instanceof RegExp && key !== 'lastIndex' && (desc.writable || desc.configurable)) {
+        unsealed.push(`RegExp property ${StringCtor(key)}`);
+      }
+      return false;
+    },
+  );
   return unsealed;
 }
 
 export function deepFreeze(roots: unknown[]): void {
-  const seen = new SetCtor<object>();
   const order: object[] = [];
-  const stack: unknown[] = roots.slice();
-  const visit = (v: unknown): void => {
-    if (v !== null && (typeof v === 'object' || typeof v === 'function') && !seen.has(v as object)) stack.push(v);
-  };
-  while (stack.length) {
-    const obj = stack.pop() as object;
-    if (seen.has(obj)) continue;
-    seen.add(obj);
-    order.push(obj);
-    visit(getPrototypeOf(obj));
-    for (const key of ownKeys(obj)) {
-      const desc = getOwnPropertyDescriptor(obj, key);
-      if (!desc) continue;
+  walkReachable(
+    roots,
+    (obj) => order.push(obj),
+    (obj, key, desc, visit) => {
       if ('value' in desc) {
         const value = desc.value;
-        if (hasMutableSlots(value)) {
-          if (desc.configurable) {
-            const cell: Cell = { epoch: -1, value: undefined, original: value };
-            defineProperty(obj, key, {
-              configurable: false,
-              enumerable: desc.enumerable,
-              get: installed(
-                {
-                  get(): unknown {
-                    if (cell.epoch !== epoch) {
-                      cell.epoch = epoch;
-                      cell.value = cloneSlotObject(cell.original);
-                    }
-                    return cell.value;
-                  },
-                }.get,
-              ),
-            });
-            sealReport.cells++;
-            // A per-job copy is shallow: what the container holds is shared, so it is frozen too.
-            if (value instanceof MapCtor) apply(mapForEach, value, [(v: unknown, k: unknown) => (visit(k), visit(v))]);
-            else if (value instanceof SetCtor) apply(setForEach, value, [(v: unknown) => visit(v)]);
-          } else {
-            sealReport.unfixable.push(StringCtor(key));
-          }
-          continue;
+        if (!hasMutableSlots(value)) return false;
+        if (desc.configurable) {
+          const cell: Cell = { epoch: -1, value: undefined, original: value };
+          defineProperty(obj, key, {
+            configurable: false,
+            enumerable: desc.enumerable,
+            get: installed(
+              {
+                get(): unknown {
+                  if (cell.epoch !== epoch) {
+                    cell.epoch = epoch;
+                    cell.value = cloneSlotObject(cell.original);
+                  }
+                  return cell.value;
+                },
+              }.get,
+            ),
+          });
+          sealReport.cells++;
+          // A per-job copy is shallow: what the container holds is shared, so it is frozen too.
+          if (value instanceof MapCtor) apply(mapForEach, value, [(v: unknown, k: unknown) => (visit(k), visit(v))]);
+          else if (value instanceof SetCtor) apply(setForEach, value, [(v: unknown) => visit(v)]);
+        } else {
+          sealReport.unfixable.push(StringCtor(key));
         }
-        visit(value);
-      } else {
-        visit(desc.get);
-        visit(desc.set);
-        // Values behind module-namespace getters (enumerable, non-configurable, read-only: esbuild's exports) are part
-        // of the reachable realm too. Other getters are not called: lazy getters would rewrite themselves.
-        if (desc.get && desc.enumerable && !desc.configurable && !desc.set) {
-          try {
-            visit(apply(desc.get, obj, []));
-          } catch {
-            /* a getter that needs another receiver */
-          }
+        return true;
+      }
+      // Values behind module-namespace getters (enumerable, non-configurable, read-only: esbuild's exports) are part
+      // of the reachable realm too. Other getters are not called: lazy getters would rewrite themselves.
+      if (desc.get && desc.enumerable && !desc.configurable && !desc.set) {
+        try {
+          visit(apply(desc.get, obj, []));
+        } catch {
+          /* a getter that needs another receiver */
         }
       }
-    }
-  }
+      return false;
+    },
+  );
   for (const obj of order) {
     if (obj instanceof RegExp) {
       // lastIndex must stay writable (String.prototype.replace writes it): no new properties, reset before each job.
