@@ -1,7 +1,7 @@
 // The whole-suite secret scan (docs/security.md, "The whole-suite scan"): reads the capture that the test processes
 // wrote (test/helpers/capture.ts: `<folder>/<pid>.jsonl`, one `{ kind, file, text }` a line) and fails when
-// - a record that is not output by design (kinds eval-pipe and const-value) holds the marker of a planted secret;
-//   each find is printed with its kind, its test file, and the text around it with every secret masked;
+// - a record that is not output by design (kinds eval-pipe and const-value) holds the marker of a planted secret,
+//   or the random tail of one (the values are in the capture too, kind planted, not scanned); each find is printed with its kind, its test file, and the text around it with every secret masked;
 // - the capture is too small to mean anything: fewer records than the minimum (--min N, else CFGU_SECRET_SCAN_MIN,
 //   else 2,000, the floor for a whole-suite run; scripts/test.mjs passes --min 0 when only some files run).
 // Usage: node scripts/secret-scan.mjs <capture folder> [--min N]. Exit 0: clean; 1: a find or too few records; 2: usage.
@@ -10,20 +10,25 @@ import { join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 
 export const SECRET_MARKER = 'S3CR3T-cfgu-';
-export const BY_DESIGN_KINDS = new Set(['eval-pipe', 'const-value']);
+/** Not scanned: output by design (eval-pipe, const-value), and the list of planted values itself (planted). */
+export const BY_DESIGN_KINDS = new Set(['eval-pipe', 'const-value', 'planted']);
 export const DEFAULT_MIN = 2000;
 /** A planted secret (`planted()`: marker, name, random hex), and what a find is printed with instead. */
 const SECRET = /S3CR3T-cfgu-[A-Za-z0-9_-]*/g;
 const MASK = '«secret»';
 const AROUND = 120;
 
-/** The text around each secret of `text`, secrets masked. */
-export function masked(text) {
+const TAIL = /-([0-9a-f]{10})$/;
+
+/** The text around each secret of `text` (a marked value, or one of `tails`), secrets masked. */
+export function masked(text, tails = []) {
   const parts = [];
-  for (const m of text.matchAll(SECRET)) {
+  let t = text.replace(SECRET, MASK);
+  for (const tail of tails) t = t.split(tail).join(MASK);
+  for (const m of t.matchAll(new RegExp(MASK, 'g'))) {
     const from = Math.max(0, m.index - AROUND);
-    const to = Math.min(text.length, m.index + m[0].length + AROUND);
-    parts.push(`${from > 0 ? '…' : ''}${text.slice(from, to)}${to < text.length ? '…' : ''}`.replace(SECRET, MASK));
+    const to = Math.min(t.length, m.index + m[0].length + AROUND);
+    parts.push(`${from > 0 ? '…' : ''}${t.slice(from, to)}${to < t.length ? '…' : ''}`);
     if (parts.length === 3) break;
   }
   return parts.join(' | ');
@@ -35,22 +40,24 @@ export function scan(folder) {
   const finds = [];
   let records = 0;
   let badLines = 0;
+  const all = [];
   for (const name of readdirSync(folder).filter((n) => n.endsWith('.jsonl')).sort()) {
     for (const line of readFileSync(join(folder, name), 'utf8').split('\n')) {
       if (!line) continue;
-      let r;
       try {
-        r = JSON.parse(line);
+        all.push(JSON.parse(line));
       } catch {
         badLines++; // a process killed in the middle of a write
-        continue;
-      }
-      records++;
-      byKind[r.kind] = (byKind[r.kind] ?? 0) + 1;
-      if (!BY_DESIGN_KINDS.has(r.kind) && typeof r.text === 'string' && r.text.includes(SECRET_MARKER)) {
-        finds.push({ kind: r.kind, file: r.file, text: masked(r.text) });
       }
     }
+  }
+  // The random tails of the planted values (10 hex digits each): found without the marker, the value was cut.
+  const tails = [...new Set(all.filter((r) => r.kind === 'planted').map((r) => TAIL.exec(r.text)?.[1]).filter(Boolean))];
+  for (const r of all) {
+    byKind[r.kind] = (byKind[r.kind] ?? 0) + 1;
+    if (r.kind !== 'planted') records++; // what was captured; the planted values are not output
+    if (BY_DESIGN_KINDS.has(r.kind) || typeof r.text !== 'string') continue;
+    if (r.text.includes(SECRET_MARKER) || tails.some((t) => r.text.includes(t))) finds.push({ kind: r.kind, file: r.file, text: masked(r.text, tails) });
   }
   return { records, byKind, finds, badLines };
 }

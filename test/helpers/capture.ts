@@ -27,7 +27,10 @@ export const SECRET_MARKER = 'S3CR3T-cfgu-';
 
 /** A recognisable secret, new at each call: `S3CR3T-cfgu-<name>-<random>`. */
 export function planted(name: string): string {
-  return `${SECRET_MARKER}${name}-${randomBytes(5).toString('hex')}`;
+  const value = `${SECRET_MARKER}${name}-${randomBytes(5).toString('hex')}`;
+  // Its random tail is searched for too: a message that cut the start of the value off still leaks.
+  record('planted', value);
+  return value;
 }
 
 export type CaptureKind =
@@ -40,10 +43,12 @@ export type CaptureKind =
   /** By design (not scanned): the `cfgu eval` format. */
   | 'eval-pipe'
   /** By design (not scanned): a const's own value, declared with `byDesign()`. */
-  | 'const-value';
+  | 'const-value'
+  /** Not output: a value `planted()` made, whose random tail the scan also looks for. */
+  | 'planted';
 
 /** Kinds the scan skips: output that carries hidden values on purpose. */
-export const BY_DESIGN_KINDS: readonly CaptureKind[] = ['eval-pipe', 'const-value'];
+export const BY_DESIGN_KINDS: readonly CaptureKind[] = ['eval-pipe', 'const-value', 'planted'];
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 const folder = process.env.CFGU_TEST_CAPTURE || undefined;
@@ -152,4 +157,31 @@ if (target && !g[HOOKED]) {
       done(null, payload);
     });
   });
+}
+
+/**
+ * Schema keys that exercise a hidden key `key` (whose stored value is a planted secret) on every path whose message
+ * could quote it: tests that fail (chai, zod, a regular expression, a message built from the value), a hidden const
+ * built from it with a failing test, and a const that fails to compute from it. None of them may show the value.
+ * `failingOnHiddenErrors(key)` is the exact list of errors they give.
+ */
+export function failingOnHidden(key: string): Record<string, unknown> {
+  return {
+    [key]: { hidden: true, test: HIDDEN_TESTS },
+    [`${key}_URL`]: { hidden: true, const: `https://app:{{ $.configs.${key}.value }}@db.local/app`, test: 'expect($.value).to.equal("x")' },
+    [`${key}_JSON`]: { const: `{{ JSON.parse($.configs.${key}.value) }}` },
+  };
+}
+const HIDDEN_TESTS = ['expect($.value).to.match(/^[a-z]+$/)', 'z.enum(["a", "b"]).parse($.value)', '/^[0-9]+$/.test($.value) || assert.fail("no match: " + $.value)'];
+
+/** The errors of `failingOnHidden(key)` in command `command`, in the order the engine lists them. */
+export function failingOnHiddenErrors(key: string, command = 0): Array<{ command: number; key: string; rule: string; message: string }> {
+  const [chai, zod, regex] = HIDDEN_TESTS;
+  return [
+    { command, key, rule: 'test', message: `the test ${chai} of key "${key}" failed: expected '[hidden]' to match /^[a-z]+$/` },
+    { command, key, rule: 'test', message: `the test ${zod} of key "${key}" failed: ✖ Invalid option: expected one of "a"|"b"` },
+    { command, key, rule: 'test', message: `the test ${regex} of key "${key}" failed: no match: [hidden]` },
+    { command, key: `${key}_URL`, rule: 'test', message: `the test expect($.value).to.equal("x") of key "${key}_URL" failed: expected '[hidden]…' to equal 'x'` },
+    { command, key: `${key}_JSON`, rule: 'const', message: `\`const\` of key "${key}_JSON" failed: Unexpected token 'S', "[hidden]"... is not valid JSON` },
+  ];
 }
