@@ -20,7 +20,7 @@ const AROUND = 120;
 
 const TAIL = /-([0-9a-f]{10})$/;
 
-/** The text around each secret of `text` (a marked value, or one of `tails`), secrets masked. */
+/** The text around each secret of `text` (a marked value, or one of `tails`), secrets masked, on one line. */
 export function masked(text, tails = []) {
   const parts = [];
   let t = text.replace(SECRET, MASK);
@@ -31,7 +31,7 @@ export function masked(text, tails = []) {
     parts.push(`${from > 0 ? '…' : ''}${t.slice(from, to)}${to < t.length ? '…' : ''}`);
     if (parts.length === 3) break;
   }
-  return parts.join(' | ');
+  return parts.join(' | ').replace(/\r/g, '\\r').replace(/\n/g, '\\n');
 }
 
 /** Scan a capture folder: { records, byKind, finds, badLines }. */
