@@ -1,10 +1,10 @@
 // `npm test`: build, install what the suites need when missing, then run every test file with node's test runner (tsx).
 // Nothing here starts a service: tests that need a server of their own start it and stop it (test/helpers/private.ts).
 import { spawn, spawnSync } from 'node:child_process';
-import { readdirSync, statSync, existsSync, mkdtempSync, openSync } from 'node:fs';
+import { readdirSync, statSync, existsSync, mkdtempSync, openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const run = (cmd, args, opts = {}) => {
@@ -59,4 +59,13 @@ process.on('exit', () => console.error(`cfgu test: ${files.length} file(s) in ${
 // Development, has the figures). CFGU_TEST_CONCURRENCY=1 runs one at a time, for a machine that is already busy.
 const reporters = ['--test-reporter=spec', '--test-reporter-destination=stdout', `--test-reporter=${join(root, 'scripts/test-durations.mjs')}`, '--test-reporter-destination=stderr'];
 const concurrency = [`--test-concurrency=${/^[1-9]$/.test(process.env.CFGU_TEST_CONCURRENCY ?? '') ? process.env.CFGU_TEST_CONCURRENCY : 2}`];
-run(existsSync(tsx) ? tsx : 'npx', existsSync(tsx) ? ['--test', ...concurrency, ...reporters, ...files] : ['tsx', '--test', ...concurrency, ...reporters, ...files]);
+// The whole-suite secret scan (docs/security.md): every test process captures what the shared helpers saw into a
+// temporary folder (test/helpers/capture.ts, loaded first in each), scanned for planted secrets once the tests end.
+const capture = mkdtempSync(join(tmpdir(), 'cfgu-capture-'));
+const testArgs = ['--test', '--import', pathToFileURL(join(root, 'test/helpers/capture.ts')).href, ...concurrency, ...reporters, ...files];
+const tests = spawnSync(existsSync(tsx) ? tsx : 'npx', existsSync(tsx) ? testArgs : ['tsx', ...testArgs], { stdio: 'inherit', cwd: root, env: { ...process.env, CFGU_TEST_CAPTURE: capture } });
+// The 2,000-record floor holds for a whole-suite run; a run of some files only reports (CFGU_SECRET_SCAN_MIN overrides).
+const min = filter.length ? ['--min', process.env.CFGU_SECRET_SCAN_MIN ?? '0'] : [];
+const scanned = spawnSync(process.execPath, [join(root, 'scripts/secret-scan.mjs'), capture, ...min], { stdio: 'inherit', cwd: root });
+rmSync(capture, { recursive: true, force: true });
+process.exit(tests.status !== 0 ? (tests.status ?? 1) : (scanned.status ?? 1));

@@ -13,6 +13,7 @@ import type { CommandIO } from '../../src/cli/io.js';
 import type { TrustedEvaluator } from '../../src/cli/lazy-evaluator.js';
 import { main } from '../../src/cli/main.js';
 import { killGroups, signalGroup, spawnGroup } from '../helpers/process-groups.js';
+import { record } from '../helpers/capture.js';
 import { createSandboxEvaluator, expressionOptionsFromEnv, type SandboxEvaluator } from '../../src/expressions/index.js';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
@@ -66,6 +67,12 @@ function childEnv(extra: Record<string, string | undefined> = {}): NodeJS.Proces
 
 const children = new Set<ChildProcess>();
 
+/** What a command printed, for the whole-suite scan (test/helpers/capture.ts; the `cfgu eval` format is by design). */
+function captured(stdout: string, stderr: string): void {
+  record('cli-stdout', stdout);
+  record('cli-stderr', stderr);
+}
+
 function collect(child: ChildProcess, options: RunOptions, group = false): Promise<Ran> {
   children.add(child);
   let stdout = '';
@@ -84,6 +91,7 @@ function collect(child: ChildProcess, options: RunOptions, group = false): Promi
     child.on('close', (code) => {
       clearTimeout(timer);
       children.delete(child);
+      captured(stdout, stderr);
       resolve({ code, stdout, stderr });
     });
   });
@@ -148,6 +156,7 @@ export async function runCli(args: string[], options: CliOptions): Promise<Ran> 
     sandbox: sharedSandbox,
   };
   const code = await main(args, io);
+  captured(stdout, stderr);
   return { code, stdout, stderr };
 }
 

@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { cfgu, closeSandbox, killChildren, project, removeTempDirs, runCli, tempDir, write } from './helpers.js';
+import { failingOnHidden, failingOnHiddenErrors, planted } from '../helpers/capture.js';
 
 after(async () => {
   killChildren();
@@ -95,6 +96,24 @@ describe('cfgu upsert', { concurrency: true }, () => {
       ].join('\n'),
     );
     assert.deepEqual(stored(dir), [{ set: '', key: 'HOST', value: 'kept' }]);
+  });
+
+  test('a hidden key holding a planted secret: upsert prints it masked; failing tests and consts of eval and upsert never show it; export omits it', async () => {
+    const secret = planted('upsert');
+    // The built binary with a generous expression time limit: the first chai and zod calls compile on a loaded machine.
+    const run = (args: string[], cwd: string, input?: string) => cfgu(args, { cwd, input, env: { CONFIGU_EXPRESSION_TIMEOUT_MS: '20000' } });
+    const dir = project({ 'app.cfgu.json': { keys: failingOnHidden('TOKEN') }, 'plain.cfgu.json': { keys: { TOKEN: { hidden: true }, NOTE: {} } } });
+    const add = await run(['upsert', '--set', 'prod', '--schema', 'plain.cfgu.json', '--kv', `TOKEN=${secret}`, '--kv', 'NOTE=hi'], dir);
+    assert.deepEqual(add, { code: 0, stdout: '2 changes in store "main", set "prod":\n+ TOKEN = [hidden]\n+ NOTE = "hi"\n', stderr: '' });
+    const lines = (command: string, errors: ReturnType<typeof failingOnHiddenErrors>) =>
+      `cfgu ${command}: ${errors.length} keys failed validation:\n${errors.map((e) => `command ${e.command}, key ${e.key}, rule ${e.rule}: ${e.message}\n`).join('')}`;
+    const evaluated = await run(['eval', '--set', 'prod', '--schema', 'app.cfgu.json'], dir);
+    assert.deepEqual(evaluated, { code: 1, stdout: '', stderr: lines('eval', failingOnHiddenErrors('TOKEN')) });
+    const bad = await run(['upsert', '--set', 'prod', '--schema', 'app.cfgu.json', '--kv', `TOKEN=${planted('upsert-bad')}`], dir);
+    assert.deepEqual(bad, { code: 1, stdout: '', stderr: lines('upsert', failingOnHiddenErrors('TOKEN').filter((e) => e.key !== 'TOKEN_URL')) });
+    const piped = await run(['eval', '--set', 'prod', '--schema', 'plain.cfgu.json'], dir);
+    assert.equal(piped.code, 0, piped.stderr);
+    assert.deepEqual(await run(['export'], dir, piped.stdout), { code: 0, stdout: '{\n  "NOTE": "hi"\n}\n', stderr: '' });
   });
 
   test('a sqlite store', async () => {

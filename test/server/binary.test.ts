@@ -27,6 +27,7 @@ import {
   writeJson,
 } from './helpers.js';
 import { waitFor } from '../helpers/wait.js';
+import { failingOnHidden, failingOnHiddenErrors, SECRET_MARKER } from '../helpers/capture.js';
 
 after(async () => {
   await killChildren();
@@ -350,7 +351,8 @@ describe('serving', () => {
 
 describe('the example (npm start)', () => {
   test('answers the documented curl exactly, and the example schema works', async () => {
-    const { p, port } = await serveOnFreePort(['--config', 'examples/.configu', '--workers', '1']);
+    // A generous expression time limit: the first chai and zod calls below compile on a loaded machine.
+    const { p, port } = await serveOnFreePort(['--config', 'examples/.configu', '--workers', '1'], { CONFIGU_EXPRESSION_TIMEOUT_MS: '20000' });
     await waitForStatus(`http://127.0.0.1:${port}/ready`, 200);
 
     // Keep in sync with docs/server.md, "Quick start".
@@ -391,7 +393,12 @@ describe('the example (npm start)', () => {
     const bad = await postJson(`http://127.0.0.1:${port}/export`, [{ store: 'example', set: 'production', schema, configs: { LOG_LEVEL: 'verbose', PORT: 0 } }]);
     const problem = isProblem(bad, 422);
     assert.deepEqual(problem.errors.map((e: { key: string; rule: string }) => `${e.key}:${e.rule}`).sort(), ['LOG_LEVEL:enum', 'PORT:test']);
+    // The example's hidden SESSION_SECRET is a planted secret (test/helpers/capture.ts): tests and consts failing on
+    // it name it `[hidden]`, in the answer and in the server's log.
+    const failing = await postJson(`http://127.0.0.1:${port}/export`, [{ store: 'example', set: 'production', schema: { keys: failingOnHidden('SESSION_SECRET') } }]);
+    assert.deepEqual(isProblem(failing, 422).errors, failingOnHiddenErrors('SESSION_SECRET'));
     p.child.kill('SIGTERM');
     assert.equal(await within(p.exited, 60_000), 0);
+    assert.ok(!`${p.stdout()}${p.stderr()}`.includes(SECRET_MARKER), 'the log holds no secret');
   });
 });

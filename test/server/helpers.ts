@@ -8,6 +8,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Writable } from 'node:stream';
 import { pino, type Logger } from 'pino';
+import { lineRecorder, record, recordHeaders } from '../helpers/capture.js';
 
 export const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 /** The binary under test (CFGU_TEST_BIN overrides, e.g. for an installed copy). */
@@ -69,6 +70,8 @@ export function call(url: string, options: CallOptions = {}): Promise<HttpAnswer
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('end', () => {
           const body = Buffer.concat(chunks).toString('utf8');
+          record('response-body', body);
+          recordHeaders(res.headers);
           resolve({ status: res.statusCode ?? 0, headers: res.headers, body, json: () => JSON.parse(body) });
         });
         res.on('error', reject);
@@ -109,8 +112,12 @@ export function spawnCfgu(args: string[], env: Record<string, string | undefined
   children.add(child);
   let out = '';
   let err = '';
-  child.stdout!.on('data', (c: Buffer) => (out += c.toString('utf8')));
-  child.stderr!.on('data', (c: Buffer) => (err += c.toString('utf8')));
+  // Captured for the whole-suite scan (test/helpers/capture.ts): stdout is the server's log, a JSON line each.
+  const logLines = lineRecorder('log-line');
+  const errLines = lineRecorder('server-stderr');
+  child.stdout!.on('data', (c: Buffer) => (out += c.toString('utf8'), logLines.write(c)));
+  child.stderr!.on('data', (c: Buffer) => (err += c.toString('utf8'), errLines.write(c)));
+  child.on('close', () => (logLines.end(), errLines.end()));
   const exited = new Promise<number | string>((resolve) => {
     child.on('exit', (code, signal) => {
       children.delete(child);
@@ -208,9 +215,11 @@ export async function serveOnFreePort(
 /** A pino logger whose JSON lines are kept: the raw text, and the lines parsed. */
 export function captureLog(): { logger: Logger; raw: () => string; lines: () => Array<Record<string, unknown>> } {
   let raw = '';
+  const lines = lineRecorder('log-line');
   const stream = new Writable({
     write(chunk, _enc, cb) {
       raw += chunk.toString();
+      lines.write(chunk);
       cb();
     },
   });

@@ -16,8 +16,11 @@ import { createSandboxEvaluator } from '../../src/expressions/index.js';
 import type { ExpressionEvaluator } from '../../src/expressions/types.js';
 import type { StoreResolver } from '../../src/stores/types.js';
 import { removeTempDirs, tempDir, writeJson } from './helpers.js';
+import { failingOnHidden, failingOnHiddenErrors, lineRecorder, planted } from '../helpers/capture.js';
 
 const KEY = 'test-key-0123456789';
+/** The stored value of the hidden key API_TOKEN: a planted secret (test/helpers/capture.ts). */
+const API_TOKEN = planted('routes');
 let dir: string;
 let registry: StoreRegistry;
 let evaluator: ExpressionEvaluator;
@@ -27,9 +30,11 @@ const silent = pino({ level: 'silent' }) as unknown as Logger;
 /** Captured JSON log lines of an app. */
 function captureLogger(): { logger: Logger; lines: () => Array<Record<string, any>>; raw: () => string } {
   let raw = '';
+  const captured = lineRecorder('log-line');
   const stream = new Writable({
     write(chunk, _enc, cb) {
       raw += chunk.toString();
+      captured.write(chunk);
       cb();
     },
   });
@@ -75,6 +80,7 @@ before(async () => {
     { set: 'prod', key: 'FLAGS', value: '{"beta":false}' },
     { set: 'prod/eu', key: 'REGION', value: 'eu-west-1' },
     { set: '', key: 'MODE', value: 'fast' },
+    { set: 'prod', key: 'API_TOKEN', value: API_TOKEN },
   ]);
   writeJson(join(dir, 'flaky.json'), [{ set: '', key: 'A', value: 'from-store' }]);
   writeFileSync(join(dir, 'broken.json'), '{ this is not json');
@@ -176,6 +182,18 @@ describe('POST /export', () => {
       DEBUG: false,
       LEVEL: 2,
     });
+  });
+
+  test('a hidden key holding a planted secret: failing tests and consts built from it never show it, in the answer or the log; the export omits it', async () => {
+    const { logger, raw, lines } = captureLogger();
+    const a = await app({}, { logger });
+    const bad = await exportReq(a, [{ set: 'prod', schema: { keys: failingOnHidden('API_TOKEN') } }]);
+    assert.deepEqual(problemOf(bad, 422).errors, failingOnHiddenErrors('API_TOKEN'));
+    const ok = await exportReq(a, [{ set: 'prod', schema: { keys: { API_TOKEN: { hidden: true }, TOKEN_LENGTH: { const: '{{ $.configs.API_TOKEN.value.length }}' }, PORT: {} } } }]);
+    assert.equal(ok.statusCode, 200, ok.body);
+    assert.deepEqual(ok.json(), { TOKEN_LENGTH: API_TOKEN.length, PORT: 8443 });
+    assert.deepEqual(lines().filter((l) => l.msg === 'request').map((l) => l.status), [422, 200]);
+    assert.ok(!raw().includes(API_TOKEN));
   });
 
   test('the default store is used when a command names none; a pipeline pipes results along', async () => {

@@ -1,5 +1,6 @@
 /** A minimal Server-Sent Events client for the watch suites: events and comments as they arrive, parsed per the SSE format. */
 import { request } from 'node:http';
+import { record, recordHeaders } from '../helpers/capture.js';
 
 export interface SseEvent {
   event: string;
@@ -70,6 +71,9 @@ export function openStream(url: string, body: unknown, headers: Record<string, s
       });
       res.on('end', endResolve);
       res.on('close', endResolve);
+      // The whole stream as one record, when it ends or is closed (test/helpers/capture.ts).
+      recordHeaders(res.headers);
+      res.once('close', () => record('response-body', stream.body));
       res.on('error', endResolve);
       resolve(stream);
     });

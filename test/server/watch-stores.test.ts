@@ -20,6 +20,7 @@ import { waitFor } from '../helpers/wait.js';
 import { MY, PG, RUN } from '../stores/kinds.js';
 import { isProblem, postJson, removeTempDirs, tempDir, writeJson } from './helpers.js';
 import { openStream, type SseStream } from './sse-client.js';
+import { planted } from '../helpers/capture.js';
 
 after(() => removeTempDirs());
 
@@ -41,7 +42,15 @@ const KEY = `LIVE_${RUN.toUpperCase()}`;
 /** The set the pipeline reads, and a key of that set outside the pipeline's schema. */
 const SET = `live_${RUN}/app`;
 const OTHER = 'NOT_IN_SCHEMA';
-const pipeline = [{ set: SET, schema: { keys: { [KEY]: {} } } }];
+/**
+ * A hidden key of the pipeline, written with every change: its planted secret (test/helpers/capture.ts) must reach no
+ * answer, event or problem; the answers below are the same without it. (These servers run without the expression
+ * sandbox: no test or const here; the routes, binary and CLI suites fail tests and consts on hidden keys.)
+ */
+const HIDDEN = 'API_SECRET';
+const SECRET = planted('watch');
+const withSecret = (write: Writer): Writer => (values) => write({ ...values, [HIDDEN]: SECRET });
+const pipeline = [{ set: SET, schema: { keys: { [KEY]: {}, [HIDDEN]: { hidden: true } } } }];
 const answer = (value: string) => JSON.stringify({ [KEY]: value });
 
 /** How another program writes the values of SET (every key given, as one change). */
@@ -85,7 +94,8 @@ interface Watched {
  * The shared check: first value, a stream and a long poll, another program's change reaching both, then a write that
  * leaves the answer unchanged (no event, the same ETag, 304). Returns the live stream for the outage check.
  */
-async function watchEndToEnd(t: TestContext, kind: Kind): Promise<Watched> {
+async function watchEndToEnd(t: TestContext, plain: Kind): Promise<Watched> {
+  const kind = { ...plain, write: withSecret(plain.write) };
   const { app, base, onEnd } = await serve(t, kind); // the store creates its table here
   await kind.write({ [KEY]: 'one' });
   const hub = app.cfgu.watch;
@@ -131,7 +141,8 @@ async function watchEndToEnd(t: TestContext, kind: Kind): Promise<Watched> {
 }
 
 /** Stop the private server during the watch: an error event with the 503 problem; restarted, a write reaches the stream. */
-async function outage(server: PrivateServer, w: Watched, write: Writer): Promise<void> {
+async function outage(server: PrivateServer, w: Watched, plainWrite: Writer): Promise<void> {
+  const write = withSecret(plainWrite);
   const marks = w.stream.events.length;
   await server.stop();
   const problem = {
