@@ -27,13 +27,17 @@ after(async () => {
   for (const p of pools) await p.close();
 });
 
+// A busy loop that also ends when its parent is gone: if this test process is killed (a runner's timeout, a SIGKILL
+// to the suite), the `after` hook never runs, and a plain `for (;;) {}` would spin on, orphaned, for ever.
+const HOG = 'const p = process.ppid; for (;;) { for (let i = 0; i < 1e7; i++); try { process.kill(p, 0); } catch { process.exit(0); } }';
+
 describe('sandbox pool: CPU-time limits', () => {
   it('a job that spins fails with the time limit; valid jobs pass while CPU hogs keep the host busy', async () => {
     const ev = pool({ workers: 2, timeoutMs: 100 });
     await ev.ready();
     // Three processes spinning on a 2-core machine: the children get a fraction of a core, so a wall-clock limit of
     // 100 ms would cut jobs that need far less CPU than that.
-    for (let i = 0; i < 3; i++) hogs.push(spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }));
+    for (let i = 0; i < 3; i++) hogs.push(spawn(process.execPath, ['-e', HOG], { stdio: 'ignore' }));
     const results = await Promise.all([SPIN, ...Array.from({ length: 24 }, () => MODEST)].map((e) => ev.run(oneTest(e))));
     assert.deepEqual(outcomeOf(results[0]!.tests), { kind: 'time-limit', message: 'exceeded the time limit of 100 ms' });
     results.slice(1).forEach((r, i) => assert.equal(outcomeOf(r.tests), 'ok', `valid job ${i}`));
