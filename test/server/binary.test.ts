@@ -27,8 +27,10 @@ import {
   writeJson,
 } from './helpers.js';
 import { waitFor } from '../helpers/wait.js';
+import { closeSandbox, runCli } from '../cli/helpers.js';
 
 after(async () => {
+  await closeSandbox();
   await killChildren();
   removeTempDirs();
 });
@@ -96,18 +98,20 @@ describe('start-up failures: exit 2 (a configuration error), one line naming the
       expect: [/\.configu/, /interface\.proxy\.auth/, /preshared key/],
     },
   ];
+  // `cfgu serve` in this process (runCli: the dispatcher and start-up code of the binary, output captured): the file
+  // is refused before anything starts. The binary's own exit code and stderr are checked by the --workers 2 and
+  // port-in-use cases below (and by test/server/startup-config.test.ts).
   for (const c of cases) {
     test(c.name, async () => {
       const dir = tempDir();
       const file = c.write(dir);
-      const p = spawnCfgu(['serve', '--config', file, '--workers', '1', ...(c.noPortFlag ? [] : ['--port', '0'])], c.env ?? {});
-      const code = await within(p.exited, 60_000);
-      assert.equal(code, 2, `stdout: ${p.stdout()}\nstderr: ${p.stderr()}`);
-      const lines = p.stderr().trim().split('\n');
-      assert.equal(lines.length, 1, p.stderr());
+      const r = await runCli(['serve', '--config', file, '--workers', '1', ...(c.noPortFlag ? [] : ['--port', '0'])], { cwd: ROOT, env: c.env ?? {}, stdin: null });
+      assert.equal(r.code, 2, `stdout: ${r.stdout}\nstderr: ${r.stderr}`);
+      const lines = r.stderr.trim().split('\n');
+      assert.equal(lines.length, 1, r.stderr);
       assert.match(lines[0]!, /^cfgu serve: /);
       for (const re of c.expect) assert.match(lines[0]!, re);
-      assert.doesNotMatch(p.stderr(), /\n\s+at /);
+      assert.doesNotMatch(r.stderr, /\n\s+at /);
     });
   }
 
