@@ -5,9 +5,8 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import type { TestContext } from 'node:test';
-import { Writable } from 'node:stream';
-import { pino, type Logger } from 'pino';
 import { prepare, startServer, type RunningServer } from '../../src/server/start.js';
+import { captureLog } from '../server/helpers.js';
 
 type Stoppable = ChildProcess | { child: ChildProcess } | { stop(): Promise<unknown> };
 
@@ -53,15 +52,7 @@ export async function serveInProcess(config: string, options: InProcessOptions =
   Object.assign(env, options.env ?? {});
   const flags = { ...(options.flags ?? { port: '0', host: '127.0.0.1' }), workers: '1' };
   const prepared = await prepare({ config, flags, env, cwd: options.cwd ?? process.cwd() });
-  let raw = '';
-  const stream = new Writable({
-    write(chunk, _enc, cb) {
-      raw += chunk.toString();
-      cb();
-    },
-  });
-  const logger = pino({ level: 'info' }, stream) as unknown as Logger;
-  const logs = () => raw.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, unknown>);
+  const { logger, lines: logs } = captureLog();
   const running = await startServer(prepared, {}, logger);
   await new Promise<void>((resolve, reject) => {
     const check = () => (running.lifecycle.ready ? resolve() : running.lifecycle.stopping ? reject(new Error('stopped before ready')) : setTimeout(check, 20));
