@@ -1,6 +1,29 @@
 // A node:test reporter used by `npm test` beside the spec reporter: at the end, the time of each test file (the sum of
 // its top-level tests, which run one after another), slowest first, so the costs of the suite are visible per file.
-import { relative } from 'node:path';
+// The times are also recorded in .cache/test-durations.json (merged with earlier runs; scripts/test.mjs starts the
+// slowest files first from them). A failed file's time is not recorded.
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join, relative } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const store = join(root, '.cache', 'test-durations.json');
+
+function record(files) {
+  let known = {};
+  try {
+    known = JSON.parse(readFileSync(store, 'utf8'));
+  } catch {
+    /* none yet */
+  }
+  for (const [file, r] of files) if (!r.failed) known[relative(root, file)] = Math.round(r.ms);
+  try {
+    mkdirSync(dirname(store), { recursive: true });
+    writeFileSync(store, `${JSON.stringify(known, null, 1)}\n`);
+  } catch {
+    /* a read-only checkout: the order stays alphabetical */
+  }
+}
 
 export default async function* durations(source) {
   const files = new Map();
@@ -12,6 +35,7 @@ export default async function* durations(source) {
     if (event.type === 'test:fail') row.failed++;
     files.set(event.data.file, row);
   }
+  record(files);
   const rows = [...files].sort((a, b) => b[1].ms - a[1].ms);
   const total = rows.reduce((sum, [, r]) => sum + r.ms, 0);
   yield `\ntime per test file (sum of its top-level tests), slowest first; all files: ${(total / 1000).toFixed(1)} s\n`;

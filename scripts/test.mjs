@@ -1,7 +1,7 @@
 // `npm test`: build, install what the suites need when missing, then run every test file with node's test runner (tsx).
 // Nothing here starts a service: tests that need a server of their own start it and stop it (test/helpers/private.ts).
 import { spawn, spawnSync } from 'node:child_process';
-import { readdirSync, statSync, existsSync, mkdtempSync, openSync, rmSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync, existsSync, mkdtempSync, openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -12,11 +12,19 @@ const run = (cmd, args, opts = {}) => {
   if (r.status !== 0) process.exit(r.status ?? 1);
 };
 
-run(process.execPath, [join(root, 'scripts/build.mjs')]);
-// Types first: tsx runs code it cannot type-check, so a type error would otherwise pass unnoticed.
-run(join(root, 'node_modules/.bin/tsc'), ['--noEmit', '-p', root]);
-// Layering (docs/architecture.md): src/core imports no other folder of src/, and folders form no cycle.
-run(process.execPath, [join(root, 'scripts/check-layers.mjs')]);
+// The build, the type check and the layering check side by side (they read the sources and write nothing the others
+// read); any failure stops the run with its exit code. Types: tsx runs code it cannot type-check, so a type error
+// would otherwise pass unnoticed. Layering (docs/architecture.md): src/core imports no other folder of src/, and
+// folders form no cycle.
+const together = (...steps) =>
+  Promise.all(steps.map(([cmd, args]) => new Promise((resolve) => spawn(cmd, args, { stdio: 'inherit', cwd: root }).on('close', (code) => resolve(code ?? 1)))));
+for (const code of await together(
+  [process.execPath, [join(root, 'scripts/build.mjs')]],
+  [join(root, 'node_modules/.bin/tsc'), ['--noEmit', '-p', root]],
+  [process.execPath, [join(root, 'scripts/check-layers.mjs')]],
+)) {
+  if (code !== 0) process.exit(code);
+}
 // Optional install steps (etcd, Chromium, ...): scripts/test-setup-*.sh; they start nothing.
 for (const f of readdirSync(join(root, 'scripts')).filter((f) => /^test-setup-.+\.sh$/.test(f)).sort()) {
   run('bash', [join(root, 'scripts', f)]);
@@ -31,6 +39,17 @@ const walk = (dir) =>
 const filter = process.argv.slice(2);
 let files = walk(join(root, 'test')).map((p) => relative(root, p)).sort();
 if (filter.length) files = files.filter((f) => filter.some((x) => f.includes(x)));
+// Slowest first, by the times of earlier runs (.cache/test-durations.json, written by scripts/test-durations.mjs), so
+// the files running side by side finish together instead of one long file starting last; files without a recorded
+// time go first.
+const recorded = (() => {
+  try {
+    return JSON.parse(readFileSync(join(root, '.cache/test-durations.json'), 'utf8'));
+  } catch {
+    return {};
+  }
+})();
+files.sort((a, b) => (recorded[b] ?? Infinity) - (recorded[a] ?? Infinity) || a.localeCompare(b));
 // The container image test waits on an image build of minutes (seconds once cached): the build starts now, in the
 // background, and that test runs last, so the build overlaps the rest of the suite instead of holding it up.
 const IMAGE_TEST = 'test/deploy/image.test.ts';

@@ -8,7 +8,7 @@ import { parseArgs } from 'node:util';
 import type { Logger } from 'pino';
 import { inheritedRequestLines, runPrimary, notifyPrimary } from '../server/cluster.js';
 import { createLogger, toggleRequestLines } from '../server/logger.js';
-import { formatStartupError, prepare, startServer, type RunningServer, type ServeInput } from '../server/start.js';
+import { formatStartupError, load, startServer, withSandbox, type Loaded, type RunningServer, type ServeInput } from '../server/start.js';
 import { exitCodeFor } from '../core/error-catalogue.js';
 import { parseArgsMessage, rejectPositionals } from './args.js';
 import { processIO, type CommandIO } from './io.js';
@@ -27,6 +27,11 @@ Options:
   -h, --help      show this help
 
 Every setting, its environment variable and its .configu property: docs/server.md.`;
+
+let signalLog: Logger | undefined;
+let signalCaught = false;
+/** SIGUSR2 signals a starting worker received before its logger existed. */
+let signalEarly = 0;
 
 export async function serveCommand(argv: string[], io: CommandIO = processIO()): Promise<number> {
   let parsed;
@@ -70,25 +75,34 @@ export async function serveCommand(argv: string[], io: CommandIO = processIO()):
   // SIGUSR2 switches request lines on/off (server/logger.ts). Caught from the start, so that a signal that comes while
   // the process is still starting does not kill it (the default action): a single process ignores it; a worker applies
   // it once its logger exists (the primary already counted it, and forked this worker with the state before it).
-  let signalLog: Logger | undefined;
-  let early = 0;
-  process.on('SIGUSR2', () => {
-    if (signalLog) toggleRequestLines(signalLog);
-    else if (isWorker) early++;
-  });
+  // One listener per process: a command run in-process many times (tests) adds no listener each time.
+  signalLog = undefined;
+  signalEarly = 0;
+  if (!signalCaught) {
+    signalCaught = true;
+    process.on('SIGUSR2', () => {
+      if (signalLog) toggleRequestLines(signalLog);
+      else if (cluster.isWorker && process.env.CFGU_CLUSTER_WORKER === '1') signalEarly++;
+    });
+  }
 
-  let prepared;
+  let loaded: Loaded;
   try {
-    prepared = await prepare(input);
+    loaded = await load(input);
   } catch (e) {
     return startupFailed(e, isWorker, io);
   }
 
-  if (!isWorker && prepared.settings.workers > 1) {
-    // The primary only validated the configuration; the workers load it themselves.
-    await prepared.evaluator.close().catch(() => undefined);
-    const log = createLogger(prepared.settings, { role: 'primary' });
-    return runPrimary(prepared.settings, log);
+  if (!isWorker && loaded.settings.workers > 1) {
+    // The primary only validated the configuration (no sandbox); the workers load it themselves.
+    const log = createLogger(loaded.settings, { role: 'primary' });
+    return runPrimary(loaded.settings, log);
+  }
+  let prepared;
+  try {
+    prepared = withSandbox(loaded);
+  } catch (e) {
+    return startupFailed(e, isWorker, io);
   }
 
   // A worker starts with the request lines as the primary last set them (SIGUSR2), not the configured default.
@@ -98,7 +112,7 @@ export async function serveCommand(argv: string[], io: CommandIO = processIO()):
   }
   const log = createLogger(prepared.settings, isWorker ? { role: 'worker' } : {});
   signalLog = log;
-  if (early % 2) toggleRequestLines(log);
+  if (signalEarly % 2) toggleRequestLines(log);
   let running: RunningServer | undefined;
   try {
     running = await startServer(prepared, {

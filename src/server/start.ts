@@ -61,8 +61,19 @@ export async function renderConfigu(
   }
 }
 
-/** Find and load `.configu`, start the sandbox, resolve the settings. Throws ConfigurationError. */
-export async function prepare(input: ServeInput): Promise<Prepared> {
+/** What `load()` found: the configuration and settings, and the sandbox's options (no sandbox started yet). */
+export interface Loaded {
+  file: string;
+  configuration: LoadedConfiguration;
+  settings: ServerSettings;
+  sandboxOptions: SandboxOptions;
+}
+
+/**
+ * Find and load `.configu`, resolve the settings. Throws ConfigurationError. Starts no sandbox: a bad file fails
+ * without starting one, and a cluster primary (which only checks the file) never starts one.
+ */
+export async function load(input: ServeInput): Promise<Loaded> {
   const file = await findConfigFile({ explicit: input.config, env: input.env, cwd: input.cwd });
   if (!file) {
     throw new ConfigurationError(
@@ -78,26 +89,31 @@ export async function prepare(input: ServeInput): Promise<Prepared> {
     // The message starts with the variable's name: "CONFIGU_EXPRESSION_TIMEOUT_MS must be an integer from 1 to ..."
     throw new ConfigurationError(`environment variable ${(e as Error).message}`);
   }
-  const evaluator: ExpressionEvaluator = createSandboxEvaluator(sandboxOptions);
-  try {
-    const configuration = await loadConfiguration({
-      file,
-      env: input.env,
-      cwd: input.cwd,
-      render: (template, variables) => renderConfigu(template, variables as Record<string, string>, sandboxOptions),
-    });
-    const settings = resolveSettings({
-      flags: input.flags,
-      env: input.env,
-      fileSettings: (configuration.interface as Record<string, unknown> | undefined)?.proxy,
-      file: configuration.file ?? file,
-      cwd: input.cwd,
-    });
-    return { file: configuration.file ?? file, configuration, settings, evaluator };
-  } catch (e) {
-    await evaluator.close().catch(() => undefined);
-    throw e;
-  }
+  const configuration = await loadConfiguration({
+    file,
+    env: input.env,
+    cwd: input.cwd,
+    render: (template, variables) => renderConfigu(template, variables as Record<string, string>, sandboxOptions),
+  });
+  const settings = resolveSettings({
+    flags: input.flags,
+    env: input.env,
+    fileSettings: (configuration.interface as Record<string, unknown> | undefined)?.proxy,
+    file: configuration.file ?? file,
+    cwd: input.cwd,
+  });
+  return { file: configuration.file ?? file, configuration, settings, sandboxOptions };
+}
+
+/** The sandbox for a loaded configuration: `load()` then the evaluator that serves requests. */
+export function withSandbox(loaded: Loaded): Prepared {
+  const { file, configuration, settings, sandboxOptions } = loaded;
+  return { file, configuration, settings, evaluator: createSandboxEvaluator(sandboxOptions) };
+}
+
+/** Find and load `.configu`, resolve the settings, start the sandbox. Throws ConfigurationError. */
+export async function prepare(input: ServeInput): Promise<Prepared> {
+  return withSandbox(await load(input));
 }
 
 export interface RunningServer {

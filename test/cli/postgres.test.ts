@@ -1,12 +1,13 @@
 /**
- * The CLI against the real PostgreSQL at 127.0.0.1:5432 (user postgres, database test): upsert, eval, export through
- * the built binary, and the rows checked with `pg`. Skips loudly when PostgreSQL is not reachable (fails under CI=true).
+ * The CLI against the real PostgreSQL at 127.0.0.1:5432 (user postgres, database test): upsert, eval, export (the
+ * first upsert through the built binary, the rest through the dispatcher in this process: runCli), and the rows
+ * checked with `pg`. Skips loudly when PostgreSQL is not reachable (fails under CI=true).
  */
 import { after, test } from 'node:test';
 import assert from 'node:assert/strict';
 import pg from 'pg';
 import { requireService } from '../helpers/services.js';
-import { cfgu, killChildren, project, removeTempDirs } from './helpers.js';
+import { cfgu, closeSandbox, killChildren, project, removeTempDirs, runCli } from './helpers.js';
 
 const PG = { host: '127.0.0.1', port: 5432, user: 'postgres', database: 'test' };
 const table = `cfgu_cli_${process.pid}_${Date.now().toString(36)}`;
@@ -18,6 +19,7 @@ const probe = async () => {
 };
 
 after(async () => {
+  await closeSandbox();
   killChildren();
   removeTempDirs();
   const c = new pg.Client(PG);
@@ -58,15 +60,15 @@ test('upsert, eval and export with a postgresql store', async (t) => {
     await c.end();
   }
 
-  const ev = await cfgu(['eval', '--store', 'pg', '--set', 'prod/eu', '--schema', 'app.cfgu.yaml'], { cwd: dir });
+  const ev = await runCli(['eval', '--store', 'pg', '--set', 'prod/eu', '--schema', 'app.cfgu.yaml'], { cwd: dir });
   assert.equal(ev.code, 0, ev.stderr);
-  const ex = await cfgu(['export', '--format', 'dotenv'], { cwd: dir, input: ev.stdout });
+  const ex = await runCli(['export', '--format', 'dotenv'], { cwd: dir, stdin: ev.stdout });
   assert.equal(ex.code, 0, ex.stderr);
   assert.equal(ex.stdout, 'HOST=pg.local\nPORT=6543\n');
 
-  const bad = await cfgu(['upsert', '--store', 'pg', '--set', 'prod', '--schema', 'app.cfgu.yaml', '-k', 'PORT', '-v', '-1'], { cwd: dir });
+  const bad = await runCli(['upsert', '--store', 'pg', '--set', 'prod', '--schema', 'app.cfgu.yaml', '-k', 'PORT', '-v', '-1'], { cwd: dir });
   assert.equal(bad.code, 2, 'a value starting with "-" must be attached: --value=-1');
-  const neg = await cfgu(['upsert', '--store', 'pg', '--set', 'prod', '--schema', 'app.cfgu.yaml', '-k', 'PORT', '--value=-1'], { cwd: dir });
+  const neg = await runCli(['upsert', '--store', 'pg', '--set', 'prod', '--schema', 'app.cfgu.yaml', '-k', 'PORT', '--value=-1'], { cwd: dir });
   assert.equal(neg.code, 1);
   assert.equal(neg.stderr, 'cfgu upsert: 1 key failed validation:\ncommand 0, key PORT, rule test: the value of key "PORT" failed the test $.value > 0\n');
 });

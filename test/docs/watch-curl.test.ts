@@ -34,11 +34,18 @@ function blocks(): Array<{ lang: string; text: string }> {
   return [...section.matchAll(/```(\w+)\n([\s\S]*?)```/g)].map((m) => ({ lang: m[1]!, text: m[2]! }));
 }
 
+/**
+ * The blocks' output does not depend on the sandbox's time limit, but a job's first run may pass the default 100 ms
+ * on a machine busy with other work (a CPU hog beside the suite): the server and the commands get a generous one.
+ */
+const LOADED_MACHINE = { CONFIGU_EXPRESSION_TIMEOUT_MS: '10000' };
+
 function shellEnv(shim: string): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!/^(CONFIGU_|npm_)/i.test(k)) env[k] = v;
   env.PATH = `${shim}:${process.env.PATH ?? ''}`;
   env.CI = 'true';
+  Object.assign(env, LOADED_MACHINE);
   return env;
 }
 
@@ -58,7 +65,10 @@ test('the curl examples of "Watching for changes" print what the docs say', asyn
   writeFileSync(join(shim, 'cfgu'), `#!/bin/sh\nexec "${process.execPath}" "${BIN}" "$@"\n`);
   chmodSync(join(shim, 'cfgu'), 0o755);
 
-  const { base } = await serveOnFreePort(['--config', join(dir, '.configu')], {}, dir);
+  // Start-up waits on conditions, not a clock (a busy machine may take minutes): the "listening" line, then "ready"
+  // (from the primary of a cluster), and either wait ends with an error if the server exits first.
+  const { p, base } = await serveOnFreePort(['--config', join(dir, '.configu')], LOADED_MACHINE, dir);
+  await p.waitForLog('ready', (l) => l.role !== 'worker', Infinity);
   await waitForStatus(`${base}/ready`, 200);
   const local = (script: string) => script.replaceAll('http://localhost:8080', base);
   const env = shellEnv(shim);
@@ -74,8 +84,21 @@ test('the curl examples of "Watching for changes" print what the docs say', asyn
   curl.stdout!.on('data', (c: Buffer) => (streamed += c.toString('utf8')));
   const events = () => streamed.split('\n').filter((l) => !l.startsWith(':')).join('\n');
   const [firstEvent] = streamOut!.text.split('\n\n');
-  await waitFor('the first event', () => events().startsWith(`${firstEvent}\n\n`));
+  // Each wait ends on its event, or with an error (naming what was streamed) once curl or the server is gone or after
+  // the hang guard of waitFor.
+  const alive = () => {
+    if (curl.exitCode !== null || curl.signalCode !== null) throw new Error(`curl exited (${curl.exitCode ?? curl.signalCode})`);
+    if (p.child.exitCode !== null || p.child.signalCode !== null) throw new Error(`cfgu serve exited (${p.child.exitCode ?? p.child.signalCode})`);
+  };
+  const until = async (what: string, check: () => boolean) => {
+    await waitFor(what, () => {
+      if (check()) return true;
+      alive();
+      return false;
+    }).catch((e: Error) => Promise.reject(new Error(`${e.message}; streamed so far:\n${streamed}`)));
+  };
+  await until('the first event', () => events().startsWith(`${firstEvent}\n\n`));
   execFileSync('bash', ['-c', write!.text], { cwd: dir, env, encoding: 'utf8' });
-  await waitFor('the change event', () => events() === `${streamOut!.text}\n`);
+  await until('the change event', () => events() === `${streamOut!.text}\n`);
   process.kill(-curl.pid!, 'SIGTERM');
 });

@@ -15,7 +15,7 @@ import assert from 'node:assert/strict';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { call, killChildren, postJson, removeTempDirs, serveOnFreePort, tempDir, waitForStatus, writeJson, type HttpAnswer, type Spawned } from '../server/helpers.js';
-import { cfgu, killChildren as killCliChildren, project, removeTempDirs as removeCliTempDirs, type Ran } from '../cli/helpers.js';
+import { cfgu, closeSandbox, killChildren as killCliChildren, project, removeTempDirs as removeCliTempDirs, runCli, type Ran } from '../cli/helpers.js';
 import { byDesign } from '../helpers/capture.js';
 
 const CANARY = 'S3CR3T-cfgu-canary-7f3a9c21e5';
@@ -93,6 +93,7 @@ before(async () => {
 });
 
 after(async () => {
+  await closeSandbox();
   await killChildren();
   killCliChildren();
   removeTempDirs();
@@ -257,6 +258,8 @@ describe('the scan: every failure kind through the server, the log captured', { 
   });
 });
 
+// The commands run in this process (runCli: the dispatcher with its output captured, every byte of it scanned), but
+// the first, which runs the built binary: a real process's stderr carries no more than the in-process run shows.
 describe('the CLI: stderr, upsert output, export failures', { concurrency: false }, () => {
   let cwd: string;
   const SCHEMA = { keys: { PASSWORD: { hidden: true, test: 'expect($.storedValue).to.match(/^[a-z]+$/)' }, GREETING: {} } };
@@ -276,18 +279,18 @@ describe('the CLI: stderr, upsert output, export failures', { concurrency: false
 
   test('cfgu eval: a failing test on a hidden key, on stderr, exactly', async () => {
     assertMatchFailure('eval', captureRun('eval failure', await cfgu(['eval', '--schema', 'app.cfgu.json'], { cwd })));
-    const debug = captureRun('eval failure --debug', await cfgu(['eval', '--schema', 'app.cfgu.json', '--debug'], { cwd }));
+    const debug = captureRun('eval failure --debug', await runCli(['eval', '--schema', 'app.cfgu.json', '--debug'], { cwd }));
     assert.equal(debug.code, 1);
   });
 
   test('cfgu eval output (the pipe format) carries hidden values by design; export --filter and --template failures do not', async () => {
-    const evaluated = await cfgu(['eval', '--schema', 'ok.cfgu.json'], { cwd });
+    const evaluated = await runCli(['eval', '--schema', 'ok.cfgu.json'], { cwd });
     assert.equal(evaluated.code, 0, evaluated.stderr);
     captureRun('eval success', evaluated, { stdout: false });
     assert.equal(JSON.parse(evaluated.stdout).PASSWORD.value, CANARY);
 
     const filter = 'assert.equal($.configs.PASSWORD.value, "x")';
-    const f = captureRun('export --filter', await cfgu(['export', '--filter', filter], { cwd, input: evaluated.stdout }));
+    const f = captureRun('export --filter', await runCli(['export', '--filter', filter], { cwd, stdin: evaluated.stdout }));
     assert.equal(f.code, 1);
     assert.equal(
       f.stderr,
@@ -297,27 +300,27 @@ describe('the CLI: stderr, upsert output, export failures', { concurrency: false
     );
     // The template sees URL, a const computed from the hidden PASSWORD: its value is redacted from the failure.
     writeFileSync(join(cwd, 'bad.tmpl'), 'url={{ JSON.parse($.configs.URL.value) }}\n');
-    const t = captureRun('export --template', await cfgu(['export', '--template', 'bad.tmpl'], { cwd, input: evaluated.stdout }));
+    const t = captureRun('export --template', await runCli(['export', '--template', 'bad.tmpl'], { cwd, stdin: evaluated.stdout }));
     assert.equal(t.code, 1);
     assert.equal(t.stderr, `cfgu export: --template bad.tmpl: Unexpected token 'S', "[hidden]"... is not valid JSON\n`);
     // Hidden keys are never exported.
-    const e = captureRun('export', await cfgu(['export', '--filter', '$.key !== "URL"'], { cwd, input: evaluated.stdout }));
+    const e = captureRun('export', await runCli(['export', '--filter', '$.key !== "URL"'], { cwd, stdin: evaluated.stdout }));
     assert.equal(e.code, 0, e.stderr);
     assert.deepEqual(JSON.parse(e.stdout), { GREETING: 'hello' });
   });
 
   test('cfgu upsert: hidden values are printed masked, and redacted from failures', async () => {
     const schema = ['--schema', 'ok.cfgu.json'];
-    const add = captureRun('upsert add', await cfgu(['upsert', ...schema, '--set', 'dev', '--kv', `PASSWORD=${CANARY2}`, '--kv', 'GREETING=hi'], { cwd }));
+    const add = captureRun('upsert add', await runCli(['upsert', ...schema, '--set', 'dev', '--kv', `PASSWORD=${CANARY2}`, '--kv', 'GREETING=hi'], { cwd }));
     assert.equal(add.stderr, '');
     assert.equal(add.stdout, '2 changes in store "main", set "dev":\n+ PASSWORD = [hidden]\n+ GREETING = "hi"\n');
-    const change = captureRun('upsert change', await cfgu(['upsert', ...schema, '--set', 'dev', '-k', 'PASSWORD', '-v', CANARY], { cwd }));
+    const change = captureRun('upsert change', await runCli(['upsert', ...schema, '--set', 'dev', '-k', 'PASSWORD', '-v', CANARY], { cwd }));
     assert.equal(change.stdout, '1 change in store "main", set "dev":\n~ PASSWORD = [hidden] (was [hidden])\n');
-    const remove = captureRun('upsert delete', await cfgu(['upsert', ...schema, '--set', 'dev', '-k', 'PASSWORD'], { cwd }));
+    const remove = captureRun('upsert delete', await runCli(['upsert', ...schema, '--set', 'dev', '-k', 'PASSWORD'], { cwd }));
     assert.equal(remove.stdout, '1 change in store "main", set "dev":\n- PASSWORD (was [hidden])\n');
 
-    assertMatchFailure('upsert', captureRun('upsert failure', await cfgu(['upsert', '--schema', 'app.cfgu.json', '--kv', `PASSWORD=${CANARY2}`], { cwd })));
-    const usage = captureRun('upsert usage', await cfgu(['upsert', ...schema, '-v', CANARY2], { cwd }));
+    assertMatchFailure('upsert', captureRun('upsert failure', await runCli(['upsert', '--schema', 'app.cfgu.json', '--kv', `PASSWORD=${CANARY2}`], { cwd })));
+    const usage = captureRun('upsert usage', await runCli(['upsert', ...schema, '-v', CANARY2], { cwd }));
     assert.equal(usage.code, 2);
   });
 

@@ -208,7 +208,9 @@ export async function serveOnFreePort(
   cwd = ROOT,
 ): Promise<{ p: Spawned; port: number; base: string }> {
   const p = spawnCfgu(['serve', ...args, '--port', '0', '--host', '127.0.0.1'], env, cwd);
-  const line = await p.waitForLog('listening; initialising stores', (l) => typeof l.port === 'number' && l.port > 0);
+  // No time limit: the wait ends on the line or on the process's exit (waitForLog throws then), so a machine busy
+  // enough to take minutes to start node (a CPU hog beside the suite) slows the test instead of failing it.
+  const line = await p.waitForLog('listening; initialising stores', (l) => typeof l.port === 'number' && l.port > 0, Infinity);
   return { p, port: line.port as number, base: `http://127.0.0.1:${line.port}` };
 }
 

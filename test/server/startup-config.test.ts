@@ -4,6 +4,10 @@
  * unknown store type and two defaults. Run the way users run it: without `--workers` (the default, the cluster
  * primary checks first), with the file found by walking up from the working folder, and through
  * CONFIGU_CONFIGURATION. Also the `serve` flags' own failures (exact messages and exit codes).
+ *
+ * The cases run `cfgu serve` in this process (runCli: the same dispatcher and start-up code as the binary, with its
+ * output captured), since a bad file fails before anything is started. Two run the built binary itself: the exit code
+ * and stderr of a real process (no .configu anywhere), and a file the user cannot read (as `nobody` under root).
  */
 import { after, afterEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -12,8 +16,10 @@ import { chmodSync, cpSync, mkdirSync, realpathSync, symlinkSync, writeFileSync 
 import { join } from 'node:path';
 import { BIN, killChildren, removeTempDirs, ROOT, sleep, spawnCfgu, tempDir, writeJson } from './helpers.js';
 import { requireOrSkip } from '../helpers/services.js';
+import { closeSandbox, runCli } from '../cli/helpers.js';
 
 after(async () => {
+  await closeSandbox();
   await killChildren();
   removeTempDirs();
 });
@@ -22,6 +28,9 @@ afterEach(killChildren);
 function within<T>(promise: Promise<T>, ms: number): Promise<T> {
   return Promise.race([promise, sleep(ms).then(() => Promise.reject(new Error(`still running after ${ms} ms`)))]);
 }
+
+/** `cfgu serve ...args` in this process, from `cwd` (the repository by default, as spawnCfgu). */
+const serve = (args: string[], env: Record<string, string | undefined> = {}, cwd = ROOT) => runCli(['serve', ...args], { cwd, env, stdin: null });
 
 const esc = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
@@ -55,7 +64,7 @@ const CASES: Array<{ name: string; write: (file: string) => void; line: (file: s
   },
 ];
 
-function assertOneLine(code: number | string, stdout: string, stderr: string, line: string | RegExp): void {
+function assertOneLine(code: number | string | null, stdout: string, stderr: string, line: string | RegExp): void {
   assert.equal(code, 2, `stdout: ${stdout}\nstderr: ${stderr}`);
   assert.equal(stdout, '', 'nothing on stdout');
   assert.ok(stderr.endsWith('\n'), stderr);
@@ -71,8 +80,8 @@ describe('a bad .configu: one line, exit 2, no stack (default --workers, i.e. th
     test(`${c.name} (--config)`, async () => {
       const file = join(tempDir(), '.configu');
       c.write(file);
-      const p = spawnCfgu(['serve', '--config', file, '--port', '0']);
-      assertOneLine(await within(p.exited, 60_000), p.stdout(), p.stderr(), c.line(file));
+      const r = await serve(['--config', file, '--port', '0']);
+      assertOneLine(r.code, r.stdout, r.stderr, c.line(file));
     });
   }
 
@@ -84,8 +93,8 @@ describe('a bad .configu: one line, exit 2, no stack (default --workers, i.e. th
       const file = join(dir, '.configu');
       c.write(file);
       mkdirSync(join(dir, 'a', 'b'), { recursive: true });
-      const p = spawnCfgu(['serve', '--port', '0'], {}, join(dir, 'a', 'b'));
-      assertOneLine(await within(p.exited, 60_000), p.stdout(), p.stderr(), c.line(file));
+      const r = await serve(['--port', '0'], {}, join(dir, 'a', 'b'));
+      assertOneLine(r.code, r.stdout, r.stderr, c.line(file));
     });
   }
 
@@ -93,11 +102,11 @@ describe('a bad .configu: one line, exit 2, no stack (default --workers, i.e. th
     const dir = tempDir();
     mkdirSync(join(dir, '.configu'));
     mkdirSync(join(dir, 'a'));
-    const p = spawnCfgu(['serve', '--port', '0'], {}, join(dir, 'a'));
+    const r = await serve(['--port', '0'], {}, join(dir, 'a'));
     assertOneLine(
-      await within(p.exited, 60_000),
-      p.stdout(),
-      p.stderr(),
+      r.code,
+      r.stdout,
+      r.stderr,
       'cfgu serve: no .configu file found: pass --config PATH, set CONFIGU_CONFIG, or create a .configu in this folder or a parent',
     );
   });
@@ -105,8 +114,8 @@ describe('a bad .configu: one line, exit 2, no stack (default --workers, i.e. th
   test('CONFIGU_CONFIGURATION names the file when --config and CONFIGU_CONFIG are absent', async () => {
     const file = join(tempDir(), 'custom.configu');
     writeJson(file, { cache: 'x.db', stores: { a: { type: 'in-memory' } } });
-    const p = spawnCfgu(['serve', '--port', '0'], { CONFIGU_CONFIGURATION: file }, tempDir());
-    assertOneLine(await within(p.exited, 60_000), p.stdout(), p.stderr(), `cfgu serve: ${file}: property "cache" was renamed \`backup\` in v1: rename it to "backup"`);
+    const r = await serve(['--port', '0'], { CONFIGU_CONFIGURATION: file }, tempDir());
+    assertOneLine(r.code, r.stdout, r.stderr, `cfgu serve: ${file}: property "cache" was renamed \`backup\` in v1: rename it to "backup"`);
   });
 
   test('unreadable: permission denied', async (t) => {
@@ -150,29 +159,29 @@ describe('a bad .configu: one line, exit 2, no stack (default --workers, i.e. th
 
 describe('cfgu serve: flags', () => {
   test('--help: the usage on stdout, exit 0', async () => {
-    const p = spawnCfgu(['serve', '--help']);
-    assert.equal(await within(p.exited, 60_000), 0);
-    assert.match(p.stdout(), /^Usage: cfgu serve \[options\]\n/);
-    for (const flag of ['--config PATH', '--port N', '--host ADDR', '--workers N', '-h, --help']) assert.ok(p.stdout().includes(flag), flag);
-    assert.equal(p.stderr(), '');
+    const r = await serve(['--help']);
+    assert.equal(r.code, 0);
+    assert.match(r.stdout, /^Usage: cfgu serve \[options\]\n/);
+    for (const flag of ['--config PATH', '--port N', '--host ADDR', '--workers N', '-h, --help']) assert.ok(r.stdout.includes(flag), flag);
+    assert.equal(r.stderr, '');
   });
 
   test('an unknown flag: exit 2 with the flag named and a pointer to --help, as the other commands', async () => {
-    const p = spawnCfgu(['serve', '--bogus']);
-    assert.equal(await within(p.exited, 60_000), 2);
-    assert.equal(p.stderr(), 'cfgu serve: unknown option --bogus\nRun "cfgu serve --help" for usage.\n');
-    assert.equal(p.stdout(), '');
+    const r = await serve(['--bogus']);
+    assert.equal(r.code, 2);
+    assert.equal(r.stderr, 'cfgu serve: unknown option --bogus\nRun "cfgu serve --help" for usage.\n');
+    assert.equal(r.stdout, '');
   });
 
   test('a bad --port and a bad --workers: exit 1, one line naming the flag', async () => {
     const file = writeJson(join(tempDir(), '.configu'), { stores: { a: { type: 'in-memory' } } });
-    const port = spawnCfgu(['serve', '--config', file, '--port', '99999']);
-    assertOneLine(await within(port.exited, 60_000), port.stdout(), port.stderr(), 'cfgu serve: flag --port: must be a whole number from 0 to 65535, got "99999"');
-    const workers = spawnCfgu(['serve', '--config', file, '--port', '0', '--workers', 'many']);
-    assertOneLine(await within(workers.exited, 60_000), workers.stdout(), workers.stderr(), /^cfgu serve: flag --workers: .*"many"/);
+    const port = await serve(['--config', file, '--port', '99999']);
+    assertOneLine(port.code, port.stdout, port.stderr, 'cfgu serve: flag --port: must be a whole number from 0 to 65535, got "99999"');
+    const workers = await serve(['--config', file, '--port', '0', '--workers', 'many']);
+    assertOneLine(workers.code, workers.stdout, workers.stderr, /^cfgu serve: flag --workers: .*"many"/);
   });
 
-  test('no .configu anywhere: exit 1 with the documented line', async () => {
+  test('no .configu anywhere: exit 1 with the documented line (the built binary: its exit code and stderr)', async () => {
     const p = spawnCfgu(['serve', '--port', '0'], {}, tempDir());
     assertOneLine(
       await within(p.exited, 60_000),
