@@ -64,7 +64,7 @@ for (const name of ['better-sqlite3', alias]) {
     const release = join(build, 'Release');
     if (existsSync(release)) for (const f of readdirSync(release)) if (f !== `${name === 'better-sqlite3' ? 'better_sqlite3' : 'isolated_vm'}.node`) drop(join(release, f));
   }
-  for (const dir of [join(pkg, 'build', 'Release'), join(pkg, 'out')]) {
+  for (const dir of [join(pkg, 'build', 'Release'), join(pkg, 'out'), join(pkg, 'prebuilds', platform)]) {
     if (existsSync(dir)) for (const f of readdirSync(dir)) if (f.endsWith('.node')) natives.push(join(dir, f));
   }
 }
