@@ -5,8 +5,8 @@
 //  - prebuilt native binaries for other platforms, and C/C++ sources, objects and static libraries of the modules
 //    compiled here (better-sqlite3's SQLite amalgamation, isolated-vm's sources): only their `.node` files load;
 //  - the debugging symbols of those `.node` files (`strip --strip-unneeded`: what the dynamic linker needs stays);
-//  - files Node never loads: source maps, TypeScript declarations, Markdown, and test, documentation, example and
-//    benchmark folders of packages;
+//  - files Node never loads: source maps, TypeScript sources and declarations, Markdown, packed tarballs (isolated-vm
+//    7 ships a .tgz of its own sources), and test, documentation, example and benchmark folders of packages;
 //  - OpenTelemetry's bundler builds (build/esm, build/esnext): Node loads build/src, the `main` entry and the
 //    `default` export condition of every @opentelemetry package that has them (checked here, per package).
 import { spawnSync } from 'node:child_process';
@@ -104,7 +104,7 @@ if (existsSync(otel)) {
 }
 
 // Files and folders Node never loads, in every package. Licence texts stay, whatever their extension.
-const FILE = /(\.map|\.d\.[cm]?ts|\.md|\.markdown)$/i;
+const FILE = /(\.map|\.[cm]?ts|\.md|\.markdown|\.tgz)$/i;
 const LICENCE = /^(licen[cs]e|copying|notice|authors)/i;
 const FOLDERS = new Set(['test', 'tests', '__tests__', 'example', 'examples', 'benchmark', 'benchmarks', '.github', 'docs', 'doc']);
 /** A package's files: its top folders of tests, documentation and examples go, then the file patterns throughout. */
