@@ -20,7 +20,12 @@ COPY scripts ./scripts
 COPY src ./src
 COPY bin ./bin
 COPY tsconfig.json LICENSE ./
-RUN node scripts/build.mjs && npm prune --omit=dev --no-audit --no-fund && node scripts/prune-image.mjs /build
+# Then what the image never loads goes (scripts/prune-image.mjs), and the rest is proved to work before it is shipped:
+# every production dependency loads, SQLite runs a query, an isolate runs a script (scripts/check-image.mjs).
+# Permissions are set here, not in the runtime stage: a RUN chmod there would copy every file it touches into a new
+# layer (the whole of node_modules twice in the image). COPY keeps these modes.
+RUN node scripts/build.mjs && npm prune --omit=dev --no-audit --no-fund && node scripts/prune-image.mjs /build \
+ && node scripts/check-image.mjs /build && chmod -R a+rX,go-w package.json LICENSE bin dist node_modules
 
 FROM ${BASE_IMAGE}
 ARG VERSION=1.0.0
@@ -37,8 +42,7 @@ COPY --from=builder --chown=0:0 /build/package.json /build/LICENSE ./
 COPY --from=builder --chown=0:0 /build/bin ./bin
 COPY --from=builder --chown=0:0 /build/dist ./dist
 COPY --from=builder --chown=0:0 /build/node_modules ./node_modules
-RUN chmod -R a+rX,go-w /app && ln -s /app/bin/cfgu.js /usr/local/bin/cfgu \
- && mkdir -p /config && chmod 755 /config
+RUN chmod 755 /app && ln -s /app/bin/cfgu.js /usr/local/bin/cfgu && mkdir -p /config && chmod 755 /config
 # One server process per container by default (scale with replicas); see docs/deploy.md for the sizing figures.
 # HOME: the user has no home folder; /tmp is writable (the default backup database goes under $HOME/.cache).
 ENV NODE_ENV=production \

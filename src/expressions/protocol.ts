@@ -43,7 +43,7 @@ export type SandboxResponse =
   | { t: 'value'; ok: false; kind: ExpressionFailureKind; message: string };
 
 /**
- * What the child adds to every answer line: the CPU time the request took in the isolate, over all its attempts (ms).
+ * What the child adds to every answer line: the CPU time the request took in the child process, over all its attempts (ms).
  * Added as a last property of the answer's JSON object (see withCpu), so a multi-megabyte answer is not parsed again.
  */
 export interface AnswerMeta {

@@ -1,8 +1,9 @@
 // The container image, built the way this machine can (scripts/image-local.mjs: buildah with local Debian minbase
 // bases and Node 24 from the npm registry) and run with `buildah run --isolation chroot`: its configuration
-// (entrypoint, default .configu path, non-root user, labels, health check), files read-only to that user,
-// `cfgu --version` naming Node 24's sandbox build, /ready, a POST /export against a mounted .configu, the health
-// check command, and SIGTERM ending the server with exit 0.
+// (entrypoint, default .configu path, non-root user, labels, health check), its size (under 300 MB), files read-only
+// to that user, a SQLite query with the shipped native module, `cfgu --version` naming Node 24's sandbox build,
+// /ready, a POST /export against a mounted .configu (an isolate computes a key), the health check command, and
+// SIGTERM ending the server with exit 0.
 //
 // `npm test` starts the image build in the background when the run begins (scripts/test.mjs) and runs this file last,
 // so the build overlaps the rest of the suite; run alone, this file builds the image itself. Base images are cached
@@ -30,6 +31,14 @@ const environOf = (pid: number) => {
     return '';
   }
 };
+
+/** `buildah images` size text ("287 MB", "1.02 GB") in megabytes (10^6 bytes, the unit buildah prints). */
+function imageMegabytes(text: string): number {
+  const m = /^([\d.]+)\s*(B|kB|KB|MB|GB)$/.exec(text);
+  assert.ok(m, `unexpected size text from buildah: ${text}`);
+  const scale: Record<string, number> = { B: 1e-6, kB: 1e-3, KB: 1e-3, MB: 1, GB: 1e3 };
+  return Number(m[1]) * scale[m[2]!]!;
+}
 
 after(() => {
   for (const c of containers) spawnSync('buildah', ['rm', c], { stdio: 'ignore' });
@@ -77,7 +86,10 @@ test('the image: configuration, read-only files, --version, /ready, POST /export
   assert.deepEqual(config.Healthcheck?.Test, ['CMD', 'cfgu', 'health']);
   assert.equal(config.Labels['org.opencontainers.image.title'], 'cfgu');
   assert.equal(config.Labels['org.opencontainers.image.licenses'], 'Apache-2.0');
-  process.stderr.write(`image ${tag}: ${buildah(['images', '--format', '{{.Size}}', tag]).trim()}\n`);
+  // The size buildah reports (all layers, uncompressed; decimal units): under 300 MB (docs/deploy.md has the figures).
+  const size = buildah(['images', '--format', '{{.Size}}', tag]).trim();
+  process.stderr.write(`image ${tag}: ${size}\n`);
+  assert.ok(imageMegabytes(size) < 300, `the image is ${size}, the goal is under 300 MB`);
 
   const ctr = buildah(['from', '--pull-never', tag]).trim();
   containers.push(ctr);
@@ -90,6 +102,13 @@ test('the image: configuration, read-only files, --version, /ready, POST /export
   const write = runIn(['node', '-e', "require('fs').writeFileSync('/app/dist/cli.js','x')"], ['--user', '65532:65532']);
   assert.notEqual(write.status, 0);
   assert.match(write.stderr, /EACCES/);
+
+  // The native modules as shipped (pruned, stripped) on the image's own Node (stripped too): a SQLite query.
+  const sqlite = runIn(
+    ['node', '-e', "const D=require('/app/node_modules/better-sqlite3');const db=new D(':memory:');console.log(db.prepare('SELECT 6*7 AS n').get().n)"],
+    ['--user', '65532:65532'],
+  );
+  assert.deepEqual([sqlite.status, sqlite.stdout], [0, '42\n'], sqlite.stderr);
 
   const version = runIn([...config.Entrypoint, '--version'], ['--user', '65532:65532']);
   const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
