@@ -1,0 +1,261 @@
+/**
+ * The job wire between the pool (host) and a sandbox child: a schema's static half is sent to each child once and
+ * named by an id afterwards.
+ *
+ * A job has two halves. The static half is the command's declarations (`input.schema.keys`), its const templates and
+ * its test expressions: schema text only, never a value. The dynamic half is the rest: the store type, the set, and
+ * the configs, sent positionally (one entry per declared key, in declaration order) instead of as an object.
+ *
+ * - The host interns each static half by its exact JSON text: one id per distinct text, never reused.
+ * - Per child, the host remembers (bounded LRU, `STATIC_LIMITS`) which ids that child holds. A job whose id the child
+ *   holds goes as `{"t":"j","id":N,"d":[...]}`; otherwise the static half goes along (`"s":[...]`) and both sides
+ *   remember it. A new or replaced child starts empty on both sides.
+ * - The child keeps its own LRU with the same bounds. A job naming an id it does not hold (evicted, or its full form
+ *   was dropped) is answered `{"t":"unknown","id":N}` without running; the host forgets the id for that child and
+ *   sends the job again in full.
+ * - The child turns each wire line back into the very request line the isolate always received (protocol.ts,
+ *   `{"t":"job","job":WireJob}`), byte for byte, so the isolate's code and its answers do not change.
+ *
+ * Isolation: the caches hold static halves only (JSON text made from the schema: key names, Cfgu declarations,
+ * templates, expressions). Values, origins, the set and the store type travel with every job and are never kept.
+ * A job refers to an id only when its own static half has exactly that text.
+ *
+ * Pure apart from lru-cache: no I/O. Used by src/expressions/index.ts (host) and sandbox-child.ts (child).
+ */
+import { LRUCache } from 'lru-cache';
+import { isDeepFrozen } from '../core/frozen.js';
+import { encodeJob, type WireJob } from './protocol.js';
+import type { ExpressionJob } from './types.js';
+
+/** Bounds of every static-half cache (host registry, host's view of each child, the child's own). */
+export const STATIC_LIMITS = { entries: 500, chars: 16 * 1024 * 1024 };
+
+/** One interned static half. `text` is `[keys,consts,tests]` as JSON. */
+export interface StaticHalf {
+  readonly id: number;
+  readonly text: string;
+  /** Declared key names, in declaration order: the positions of the values. */
+  readonly names: readonly string[];
+}
+
+/** What the pool keeps of a job: its static half, its dynamic half as JSON text, and what a failure answer needs. */
+export interface EncodedJob {
+  /** Undefined when the job cannot use the compact form (an input shape other than the engine's): `legacy` is sent. */
+  readonly half: StaticHalf | undefined;
+  /** `{"t":"j","id":N,"d":[...]` without the closing brace; or the whole legacy line. */
+  readonly head: string;
+  /** Consts and tests, for failure answers made on the host (protocol.ts failureResponse). */
+  readonly job: Pick<WireJob, 'consts' | 'tests'>;
+}
+
+const hasOwn = (o: object, k: string): boolean => Object.prototype.hasOwnProperty.call(o, k);
+
+/**
+ * JSON text of objects that can never change (deep-frozen by core/frozen.ts), remembered by identity; any other object
+ * is stringified each time.
+ */
+const frozenText = new WeakMap<object, string>();
+function textOf(value: object): string {
+  let text = frozenText.get(value);
+  if (text === undefined) {
+    text = JSON.stringify(value);
+    if (isDeepFrozen(value)) frozenText.set(value, text);
+  }
+  return text;
+}
+
+/** The host's interned static halves: exact text -> id, bounded (an evicted text gets a new id if it comes back). */
+export class StaticRegistry {
+  private next = 1;
+  private readonly byText = new LRUCache<string, StaticHalf>({
+    max: STATIC_LIMITS.entries * 4,
+    maxSize: STATIC_LIMITS.chars * 4,
+    sizeCalculation: (_v, text) => text.length || 1,
+  });
+
+  intern(keys: Record<string, unknown>, consts: ExpressionJob['consts'], tests: ExpressionJob['tests']): StaticHalf {
+    let testsText = '[';
+    for (let i = 0; i < tests.length; i++) testsText += (i ? ',' : '') + textOf(tests[i]!);
+    const text = `[${textOf(keys)},${textOf(consts)},${testsText}]]`;
+    let half = this.byText.get(text);
+    if (!half) {
+      half = { id: this.next++, text, names: Object.keys(keys) };
+      this.byText.set(text, half);
+    }
+    return half;
+  }
+
+  get size(): number {
+    return this.byText.size;
+  }
+}
+
+/** The input shape the compact form carries: exactly `{ store, set, schema: { keys } }`, in that order. */
+function compactInput(input: ExpressionJob['input']): boolean {
+  const own = Object.keys(input);
+  const isObject = (v: unknown) => v !== null && typeof v === 'object';
+  return (
+    own.length === 3 &&
+    own[0] === 'store' &&
+    own[1] === 'set' &&
+    own[2] === 'schema' &&
+    isObject(input.store) &&
+    isObject(input.set) &&
+    isObject(input.schema) &&
+    Object.keys(input.schema).length === 1 &&
+    hasOwn(input.schema, 'keys') &&
+    isObject(input.schema.keys)
+  );
+}
+
+/**
+ * Encode a job for the pool. Throws (like JSON.stringify) when something in it cannot be copied. The dynamic half is
+ * `[store, set, values, extras, order]`: `values[i]` is the i-th declared key's `[storedValue, origin]` (plus its Cfgu
+ * when it is not the declaration's own object, as in protocol.ts), or 0 when the job has no config for it; `extras`
+ * are the configs of undeclared keys as `[key, storedValue, origin, cfgu]`; `order` is the configs' key order, sent
+ * only when it is not "declared keys, then extras".
+ */
+export function encodeWire(job: ExpressionJob, registry: StaticRegistry): EncodedJob {
+  if (!compactInput(job.input)) {
+    const wire = encodeJob(job);
+    return { half: undefined, head: JSON.stringify({ t: 'job', job: wire }), job: wire };
+  }
+  const declared = job.input.schema.keys;
+  const half = registry.intern(declared, job.consts, job.tests);
+  const configs = job.configs;
+  const values: unknown[] = new Array(half.names.length);
+  const present: string[] = [];
+  for (let i = 0; i < half.names.length; i++) {
+    const key = half.names[i]!;
+    if (!hasOwn(configs, key)) {
+      values[i] = 0;
+      continue;
+    }
+    const v = configs[key]!;
+    values[i] = v.cfgu === declared[key] ? [v.storedValue, v.origin] : [v.storedValue, v.origin, v.cfgu];
+    present.push(key);
+  }
+  const keys = Object.keys(configs);
+  let extras: unknown = 0;
+  let order: unknown = 0;
+  if (keys.length !== present.length) {
+    const list: unknown[] = [];
+    for (const key of keys) {
+      if (hasOwn(declared, key)) continue;
+      const v = configs[key]!;
+      list.push([key, v.storedValue, v.origin, v.cfgu]);
+      present.push(key);
+    }
+    extras = list;
+  }
+  for (let i = 0; i < keys.length; i++) {
+    if (keys[i] !== present[i]) {
+      order = keys;
+      break;
+    }
+  }
+  const d = JSON.stringify([job.input.store, job.input.set, values, extras, order]);
+  return { half, head: `{"t":"j","id":${half.id},"d":${d}`, job: { consts: job.consts, tests: job.tests } };
+}
+
+/** The host's record of the static halves one child holds (its own LRU mirrors this one). */
+export function childRecord(): LRUCache<number, true> {
+  return new LRUCache<number, true>({ max: STATIC_LIMITS.entries, maxSize: STATIC_LIMITS.chars, sizeCalculation: () => 1 });
+}
+
+/**
+ * The line to write to one child for an encoded job: by id when `held` says the child has its static half, in full
+ * otherwise (then recorded as held). `held` counts sizes by the text's length, as the child does.
+ */
+export function lineFor(job: EncodedJob, held: LRUCache<number, true>): string {
+  const half = job.half;
+  if (!half) return job.head;
+  if (held.get(half.id)) return `${job.head}}`;
+  held.set(half.id, true, { size: half.text.length || 1 });
+  return `${job.head},"s":${half.text}}`;
+}
+
+/** The child's answer for a job whose static half it does not hold. */
+export type UnknownAnswer = { t: 'unknown'; id: number };
+export const unknownLine = (id: number): string => `{"t":"unknown","id":${id}}`;
+
+/** A static half as the child keeps it: the pieces of the isolate's request line. */
+interface HeldHalf {
+  keys: string;
+  consts: string;
+  tests: string;
+  names: string[];
+  /** Declared name -> position, made at the first job that needs it. */
+  index: Map<string, number> | undefined;
+}
+
+type Dynamic = [store: unknown, set: unknown, values: unknown[], extras: Array<[string, ...unknown[]]> | 0, order: string[] | 0];
+
+/** The child's side: static halves by id (bounded LRU), and the decoding of a wire line into the isolate's request. */
+export class ChildStatics {
+  private readonly held = new LRUCache<number, HeldHalf>({
+    max: STATIC_LIMITS.entries,
+    maxSize: STATIC_LIMITS.chars,
+    sizeCalculation: (h) => h.keys.length + h.consts.length + h.tests.length + 4 || 1,
+  });
+
+  /** How many static halves are held (tests, diagnostics). */
+  get size(): number {
+    return this.held.size;
+  }
+
+  /** Everything this child holds, as text (tests: the isolation check). */
+  dump(): string[] {
+    return [...this.held.values()].map((h) => `[${h.keys},${h.consts},${h.tests}]`);
+  }
+
+  /**
+   * Decode one line from the host. A line that is not the compact form is returned as it is (template, bool, trusted
+   * and legacy job requests). A compact job becomes the isolate's request line, or `unknown` when its id is not held.
+   */
+  decode(line: string): { line: string } | { unknown: number } {
+    if (!line.startsWith('{"t":"j",')) return { line };
+    let msg: { id: number; d: Dynamic; s?: [Record<string, unknown>, unknown[], unknown[]] };
+    try {
+      msg = JSON.parse(line) as typeof msg;
+    } catch {
+      return { line };
+    }
+    let half: HeldHalf | undefined;
+    if (msg.s) {
+      const [keys, consts, tests] = msg.s;
+      half = { keys: JSON.stringify(keys), consts: JSON.stringify(consts), tests: JSON.stringify(tests), names: Object.keys(keys), index: undefined };
+      this.held.set(msg.id, half);
+    } else {
+      half = this.held.get(msg.id);
+      if (!half) return { unknown: msg.id };
+    }
+    return { line: requestLine(half, msg.d) };
+  }
+}
+
+/** The isolate's request line (protocol.ts SandboxRequest 'job') for a static half and a job's dynamic half. */
+function requestLine(half: HeldHalf, d: Dynamic): string {
+  const [store, set, values, extras, order] = d;
+  const extra = new Map<string, string>();
+  if (extras) for (const [key, ...rest] of extras) extra.set(key, JSON.stringify(rest));
+  let configs = '';
+  const add = (key: string, text: string) => {
+    configs += `${configs ? ',' : ''}${JSON.stringify(key)}:${text}`;
+  };
+  if (order) {
+    if (!half.index) half.index = new Map(half.names.map((n, i) => [n, i]));
+    for (const key of order) {
+      const at = half.index.get(key);
+      const text = at === undefined ? extra.get(key) : values[at] ? JSON.stringify(values[at]) : undefined;
+      if (text !== undefined) add(key, text);
+    }
+  } else {
+    for (let i = 0; i < half.names.length; i++) if (values[i]) add(half.names[i]!, JSON.stringify(values[i]));
+    for (const [key, text] of extra) add(key, text);
+  }
+  return (
+    `{"t":"job","job":{"input":{"store":${JSON.stringify(store)},"set":${JSON.stringify(set)},"schema":{"keys":${half.keys}}},` +
+    `"configs":{${configs}},"consts":${half.consts},"tests":${half.tests}}}`
+  );
+}
