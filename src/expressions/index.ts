@@ -204,6 +204,8 @@ class SandboxPool implements SandboxEvaluator {
   private readonly workers = new Set<Worker>();
   /** Static halves of jobs by exact text (job-wire.ts). */
   private readonly registry = new StaticRegistry();
+  /** Jobs a child answered "unknown id" for, sent again in full (diagnostics, tests). */
+  staticResends = 0;
   /** One FIFO queue per client with jobs waiting. */
   private readonly queues = new Map<string, Pending[]>();
   /**
@@ -629,6 +631,7 @@ class SandboxPool implements SandboxEvaluator {
       // The child does not hold the job's static half (evicted, or the line that carried it was dropped): it did not
       // run. Forget it for this child; the job goes back to the front of its queue and is sent again in full.
       if (job.wire?.half) w.statics.delete(job.wire.half.id);
+      this.staticResends++;
       this.enqueue(job, true);
       this.pump();
       this.keepAlive();

@@ -88,6 +88,11 @@ export class StaticRegistry {
   get size(): number {
     return this.byText.size;
   }
+
+  /** Every static half interned, as text (tests: the isolation check). */
+  texts(): string[] {
+    return [...this.byText.keys()];
+  }
 }
 
 /** The input shape the compact form carries: exactly `{ store, set, schema: { keys } }`, in that order. */
