@@ -4,23 +4,24 @@
  *
  * A job has two halves. The static half is the command's declarations (`input.schema.keys`), its const templates and
  * its test expressions: schema text only, never a value. The dynamic half is the rest: the store type, the set, and
- * the configs, sent positionally (one entry per declared key, in declaration order) instead of as an object.
+ * the configs, sent positionally (one entry per declared key, in declaration order) instead of as an object
+ * (protocol.ts DynamicHalfJson).
  *
  * - The host interns each static half by its exact JSON text: one id per distinct text, never reused.
  * - Per child, the host remembers (bounded LRU, `STATIC_LIMITS`) which ids that child holds. A job whose id the child
- *   holds goes as `{"t":"j","id":N,"d":[...]}`; otherwise the static half goes along (`"s":[...]`) and both sides
- *   remember it. A new or replaced child starts empty on both sides.
- * - The child keeps its own LRU with the same bounds. A job naming an id it does not hold (evicted, or its full form
- *   was dropped) is answered `{"t":"unknown","id":N}` without running; the host forgets the id for that child and
- *   sends the job again in full.
- * - The child turns each wire line back into the very request line the isolate always received (protocol.ts,
- *   `{"t":"job","job":WireJob}`), byte for byte, so the isolate's code and its answers do not change.
+ *   holds goes as one line, `{"t":"j","id":N,"d":[...]}`; otherwise a line `{"t":"s","id":N,"s":[...]}` with the
+ *   static half goes first. A new or replaced child starts empty on both sides.
+ * - The child keeps the static halves' text in its own LRU with the same bounds, outside the isolate (a renewed
+ *   isolate does not lose them). A job naming an id it does not hold is answered `{"t":"unknown","id":N}` without
+ *   running; the host forgets the id for that child and sends the job again, static half first.
+ * - The child parses nothing: it hands the isolate `{"t":"j","s":<static half>,"d":<dynamic half>}`, which the
+ *   isolate decodes (protocol.ts wireJobOf) into the very WireJob the whole-job form gave, so answers do not change.
  *
  * Isolation: the caches hold static halves only (JSON text made from the schema: key names, Cfgu declarations,
  * templates, expressions). Values, origins, the set and the store type travel with every job and are never kept.
  * A job refers to an id only when its own static half has exactly that text.
  *
- * Pure apart from lru-cache: no I/O. Used by src/expressions/index.ts (host) and sandbox-child.ts (child).
+ * No I/O. Used by src/expressions/index.ts (host) and sandbox-child.ts (child).
  */
 import { LRUCache } from 'lru-cache';
 import { isDeepFrozen } from '../core/frozen.js';
@@ -73,7 +74,24 @@ export class StaticRegistry {
     sizeCalculation: (_v, text) => text.length || 1,
   });
 
+  /**
+   * The last static half made from each deep-frozen declarations object, with the consts and test items it was made
+   * with: a job of the same schema (the engine reuses these objects, src/core/eval.ts) skips building and hashing the
+   * text. Identity of deep-frozen objects implies identical text.
+   */
+  private readonly lastByKeys = new WeakMap<object, { consts: object; tests: readonly object[]; half: StaticHalf }>();
+
   intern(keys: Record<string, unknown>, consts: ExpressionJob['consts'], tests: ExpressionJob['tests']): StaticHalf {
+    const last = this.lastByKeys.get(keys);
+    if (last && last.consts === consts && last.tests.length === tests.length && last.tests.every((t, i) => t === tests[i])) return last.half;
+    const half = this.internText(keys, consts, tests);
+    if (isDeepFrozen(keys) && isDeepFrozen(consts) && tests.every((t) => isDeepFrozen(t))) {
+      this.lastByKeys.set(keys, { consts, tests: tests.slice(), half });
+    }
+    return half;
+  }
+
+  private internText(keys: Record<string, unknown>, consts: ExpressionJob['consts'], tests: ExpressionJob['tests']): StaticHalf {
     let testsText = '[';
     for (let i = 0; i < tests.length; i++) testsText += (i ? ',' : '') + textOf(tests[i]!);
     const text = `[${textOf(keys)},${textOf(consts)},${testsText}]]`;
@@ -163,45 +181,47 @@ export function encodeWire(job: ExpressionJob, registry: StaticRegistry): Encode
   return { half, head: `{"t":"j","id":${half.id},"d":${d}`, job: { consts: job.consts, tests: job.tests } };
 }
 
-/** The host's record of the static halves one child holds (its own LRU mirrors this one). */
+/** The host's record of the static halves one child holds (the child's own LRU has the same bounds). */
 export function childRecord(): LRUCache<number, true> {
   return new LRUCache<number, true>({ max: STATIC_LIMITS.entries, maxSize: STATIC_LIMITS.chars, sizeCalculation: () => 1 });
 }
 
 /**
- * The line to write to one child for an encoded job: by id when `held` says the child has its static half, in full
- * otherwise (then recorded as held). `held` counts sizes by the text's length, as the child does.
+ * What to write to one child for an encoded job (without the last newline): the job line alone when `held` says the
+ * child has its static half; otherwise the static-half line first, `{"t":"s","id":N,"s":[...]}`, then the job line
+ * (and the half is recorded as held). Sizes count the text's length, as the child counts them.
  */
 export function lineFor(job: EncodedJob, held: LRUCache<number, true>): string {
   const half = job.half;
   if (!half) return job.head;
   if (held.get(half.id)) return `${job.head}}`;
   held.set(half.id, true, { size: half.text.length || 1 });
-  return `${job.head},"s":${half.text}}`;
+  return `{"t":"s","id":${half.id},"s":${half.text}}\n${job.head}}`;
 }
 
 /** The child's answer for a job whose static half it does not hold. */
 export type UnknownAnswer = { t: 'unknown'; id: number };
 export const unknownLine = (id: number): string => `{"t":"unknown","id":${id}}`;
 
-/** A static half as the child keeps it: the pieces of the isolate's request line. */
-interface HeldHalf {
-  keys: string;
-  consts: string;
-  tests: string;
-  names: string[];
-  /** Declared name -> position, made at the first job that needs it. */
-  index: Map<string, number> | undefined;
+const STATIC_PREFIX = '{"t":"s","id":';
+const JOB_PREFIX = '{"t":"j","id":';
+
+/** The id after a prefix, up to the next comma; NaN when the line is not in the expected shape. */
+function idAt(line: string, prefix: string): { id: number; rest: number } {
+  const comma = line.indexOf(',', prefix.length);
+  return { id: comma === -1 ? NaN : Number(line.slice(prefix.length, comma)), rest: comma };
 }
 
-type Dynamic = [store: unknown, set: unknown, values: unknown[], extras: Array<[string, ...unknown[]]> | 0, order: string[] | 0];
-
-/** The child's side: static halves by id (bounded LRU), and the decoding of a wire line into the isolate's request. */
+/**
+ * The child's side: static halves by id (bounded LRU) as JSON text. Nothing here parses JSON: the job line goes to the
+ * isolate as `{"t":"j","s":<static half>,"d":<dynamic half>}` (protocol.ts), which decodes it into the very WireJob the
+ * whole-job form gives, so answers are unchanged.
+ */
 export class ChildStatics {
-  private readonly held = new LRUCache<number, HeldHalf>({
+  private readonly held = new LRUCache<number, string>({
     max: STATIC_LIMITS.entries,
     maxSize: STATIC_LIMITS.chars,
-    sizeCalculation: (h) => h.keys.length + h.consts.length + h.tests.length + 4 || 1,
+    sizeCalculation: (text) => text.length || 1,
   });
 
   /** How many static halves are held (tests, diagnostics). */
@@ -211,56 +231,27 @@ export class ChildStatics {
 
   /** Everything this child holds, as text (tests: the isolation check). */
   dump(): string[] {
-    return [...this.held.values()].map((h) => `[${h.keys},${h.consts},${h.tests}]`);
+    return [...this.held.values()];
   }
 
   /**
-   * Decode one line from the host. A line that is not the compact form is returned as it is (template, bool, trusted
-   * and legacy job requests). A compact job becomes the isolate's request line, or `unknown` when its id is not held.
+   * One line from the host: a static half is kept (`kept`, nothing to answer); a job in the static-half form becomes
+   * the isolate's request line, or `unknown` when its id is not held; any other line goes to the isolate unchanged.
    */
-  decode(line: string): { line: string } | { unknown: number } {
-    if (!line.startsWith('{"t":"j",')) return { line };
-    let msg: { id: number; d: Dynamic; s?: [Record<string, unknown>, unknown[], unknown[]] };
-    try {
-      msg = JSON.parse(line) as typeof msg;
-    } catch {
+  decode(line: string): { line: string } | { unknown: number } | { kept: number } {
+    if (line.startsWith(STATIC_PREFIX)) {
+      const { id, rest } = idAt(line, STATIC_PREFIX);
+      if (Number.isSafeInteger(id) && line.startsWith(',"s":', rest) && line.endsWith('}')) {
+        this.held.set(id, line.slice(rest + 5, -1));
+        return { kept: id };
+      }
       return { line };
     }
-    let half: HeldHalf | undefined;
-    if (msg.s) {
-      const [keys, consts, tests] = msg.s;
-      half = { keys: JSON.stringify(keys), consts: JSON.stringify(consts), tests: JSON.stringify(tests), names: Object.keys(keys), index: undefined };
-      this.held.set(msg.id, half);
-    } else {
-      half = this.held.get(msg.id);
-      if (!half) return { unknown: msg.id };
-    }
-    return { line: requestLine(half, msg.d) };
+    if (!line.startsWith(JOB_PREFIX)) return { line };
+    const { id, rest } = idAt(line, JOB_PREFIX);
+    if (!Number.isSafeInteger(id) || !line.startsWith(',"d":', rest)) return { line };
+    const text = this.held.get(id);
+    if (text === undefined) return { unknown: id };
+    return { line: `{"t":"j","s":${text},"d":${line.slice(rest + 5)}` };
   }
-}
-
-/** The isolate's request line (protocol.ts SandboxRequest 'job') for a static half and a job's dynamic half. */
-function requestLine(half: HeldHalf, d: Dynamic): string {
-  const [store, set, values, extras, order] = d;
-  const extra = new Map<string, string>();
-  if (extras) for (const [key, ...rest] of extras) extra.set(key, JSON.stringify(rest));
-  let configs = '';
-  const add = (key: string, text: string) => {
-    configs += `${configs ? ',' : ''}${JSON.stringify(key)}:${text}`;
-  };
-  if (order) {
-    if (!half.index) half.index = new Map(half.names.map((n, i) => [n, i]));
-    for (const key of order) {
-      const at = half.index.get(key);
-      const text = at === undefined ? extra.get(key) : values[at] ? JSON.stringify(values[at]) : undefined;
-      if (text !== undefined) add(key, text);
-    }
-  } else {
-    for (let i = 0; i < half.names.length; i++) if (values[i]) add(half.names[i]!, JSON.stringify(values[i]));
-    for (const [key, text] of extra) add(key, text);
-  }
-  return (
-    `{"t":"job","job":{"input":{"store":${JSON.stringify(store)},"set":${JSON.stringify(set)},"schema":{"keys":${half.keys}}},` +
-    `"configs":{${configs}},"consts":${half.consts},"tests":${half.tests}}}`
-  );
 }

@@ -281,8 +281,10 @@ process.stdin.on('data', (chunk: string) => {
     const line = buffer.slice(0, nl);
     buffer = buffer.slice(nl + 1);
     if (line === FLUSH_LINE) draining = false;
-    else if (line && !draining) {
+    else if (line) {
       const request = statics.decode(line);
+      // A static half is kept even while draining: it is schema text only, and the host counts it as held.
+      if ('kept' in request || draining) continue;
       if ('unknown' in request) {
         reply(unknownLine(request.unknown));
         continue;
