@@ -5,7 +5,7 @@
 // half, the steady state; the first job to each child carries it once: "after, first job"), the child's decode (text
 // only: it splices the held static half into the isolate's line), and the isolate's decode (JSON.parse of the line it
 // gets plus wireJobOf, against JSON.parse of the old line; measured here in Node, outside the isolate). Jobs are shaped as the engine makes them (deep-frozen declarations from a request body, one
-// const and two tests in W10; 10 consts and 10 tests in W100). Times are the median over rounds of the mean per job.
+// const and two tests in W10; 10 consts and 10 tests in W100). Times are process CPU µs per job (median over rounds).
 import { parseArgs } from 'node:util';
 import { freezeDeep } from '../src/core/frozen.js';
 import { ChildStatics, StaticRegistry, childRecord, encodeWire, lineFor } from '../src/expressions/job-wire.js';
