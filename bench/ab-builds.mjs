@@ -16,7 +16,7 @@ import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual, parseArgs } from 'node:util';
 import { workloads as allWorkloads, writeFixture } from './fixture.mjs';
-import { freePort, tree, waitReady } from './harness.mjs';
+import { cpuSeconds, freePort, waitReady } from './harness.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 
@@ -60,21 +60,6 @@ function load(options) {
     child.stdout.on('data', (d) => (out += d));
     child.on('exit', (code) => (code === 0 ? resolveLoad(JSON.parse(out)) : reject(new Error(`load generator exited ${code}`))));
   });
-}
-
-/** CPU seconds (user + system) used so far by the tree below `pid`. */
-function cpuSeconds(pid) {
-  let ticks = 0;
-  for (const p of tree(pid)) {
-    try {
-      const stat = readFileSync(`/proc/${p}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      ticks += Number(fields[11]) + Number(fields[12]); // utime, stime
-    } catch {
-      /* exited meanwhile */
-    }
-  }
-  return ticks / 100; // USER_HZ
 }
 
 const config = writeFixture(join(here, '.tmp', 'ab-builds'));

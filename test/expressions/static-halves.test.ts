@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { freezeDeep } from '../../src/core/frozen.js';
 import { ChildStatics, STATIC_LIMITS, StaticRegistry, childRecord, encodeWire, lineFor, unknownLine } from '../../src/expressions/job-wire.js';
@@ -202,15 +203,8 @@ describe('job wire: a real sandbox child', () => {
     if (!existsSync(file)) throw new Error('dist/sandbox-child.js is missing: run `node scripts/build.mjs` first');
     const config = JSON.stringify({ bundle: join(root, 'dist', 'sandbox', 'libraries.js'), timeoutMs: 5000, memoryMb: 64, retireHeapMb: 32 });
     child = spawn(process.execPath, ['--no-node-snapshot', file, config], { env: {} });
-    let buffer = '';
-    child.stdout.setEncoding('utf8');
-    child.stdout.on('data', (chunk: string) => {
-      buffer += chunk;
-      let nl: number;
-      while ((nl = buffer.indexOf('\n')) !== -1) {
-        lines.push(buffer.slice(0, nl));
-        buffer = buffer.slice(nl + 1);
-      }
+    createInterface({ input: child.stdout }).on('line', (line) => {
+      lines.push(line);
       for (const w of waiters.splice(0)) w();
     });
     assert.match(await next(), /^\{"t":"ready"/);
