@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual, parseArgs } from 'node:util';
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
 import { tenKeys, writeFixture } from './fixture.mjs';
-import { freePort, load, tree, waitReady } from './harness.mjs';
+import { cpuSeconds, freePort, load, waitReady } from './harness.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({
@@ -93,21 +93,6 @@ async function start(name, config, bearer) {
     if (attempt === 5 || res.status !== 422) throw new Error(`${name}: ${res.status} ${JSON.stringify(body).slice(0, 300)}`);
   }
   return { name, url: `${base}/export`, headers, pid: child.pid };
-}
-
-/** CPU seconds (user + system) used so far by the tree below `pid`. */
-function cpuSeconds(pid) {
-  let ticks = 0;
-  for (const p of tree(pid)) {
-    try {
-      const stat = readFileSync(`/proc/${p}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      ticks += Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of stat)
-    } catch {
-      /* gone */
-    }
-  }
-  return ticks / 100; // USER_HZ
 }
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];

@@ -41,4 +41,20 @@ export async function waitReady(base, ms = 60000) {
 }
 
 /** Every pid in the tree below `pid` (a server, its workers, their sandbox processes), from /proc. */
-export { processTree as tree } from './proc-memory.mjs';
+import { processTree } from './proc-memory.mjs';
+export { processTree as tree };
+
+/** CPU seconds (user + system) used so far by the tree below `pid`, from /proc/<pid>/stat. */
+export function cpuSeconds(pid) {
+  let ticks = 0;
+  for (const p of processTree(pid)) {
+    try {
+      const stat = readFileSync(`/proc/${p}/stat`, 'utf8');
+      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+      ticks += Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of stat)
+    } catch {
+      /* exited meanwhile */
+    }
+  }
+  return ticks / 100; // USER_HZ
+}

@@ -20,6 +20,7 @@ import { parseSet, keyProblem, setOwn, truncate, type ParsedSet } from './names.
 import { prepareSchema, stringifyValue, type PreparedKey, type PreparedSchema } from './schema.js';
 import { declaredTypeOf } from './coerce.js';
 import { viewOf } from './view.js';
+import { freezeDeep, isDeepFrozen } from './frozen.js';
 import { Redactor, redactorFor, secretKeys, type RedactionEntry } from './redact.js';
 import type { EvalCommandInput, EvalResult, EvaluatedConfig, PipelineOutcome } from './types.js';
 import type {
@@ -351,6 +352,53 @@ function sandboxSchemaExpression(schema: Record<string, unknown>): string {
   return `JSONSchema.validate(${JSON.stringify(schema)}, $.value)`;
 }
 
+/**
+ * What every sandbox job of one schema shares, made once per prepared schema (prepared schemas are themselves cached by
+ * text and identity, schema.ts): the declarations sent as `input.schema.keys`, the consts in dependency order, and
+ * each key's checks (pattern, schema, tests) with their plan. Frozen, so that the job wire (src/expressions/job-wire.ts)
+ * may remember their JSON text by identity; the declarations only when every Cfgu in them was deep-frozen already
+ * (request bodies are), as freezing them here would freeze a caller's objects.
+ */
+interface SchemaStatics {
+  keys: Record<string, unknown>;
+  consts: ExpressionJob['consts'];
+  checks: Map<string, { test: ExpressionJob['tests'][number]; plan: PlannedCheck[] }>;
+}
+
+const schemaStatics = new WeakMap<PreparedSchema, SchemaStatics>();
+
+function staticsOf(schema: PreparedSchema): SchemaStatics {
+  let statics = schemaStatics.get(schema);
+  if (statics) return statics;
+  const keys: Record<string, unknown> = Object.fromEntries(schema.keys.map((p) => [p.key, p.cfgu]));
+  if (schema.keys.every((p) => isDeepFrozen(p.cfgu))) freezeDeep(keys);
+  const checks: SchemaStatics['checks'] = new Map();
+  for (const p of schema.keys) {
+    const expressions: string[] = [];
+    const plan: PlannedCheck[] = [];
+    if (p.pattern !== undefined) {
+      expressions.push(sandboxPatternExpression(p.pattern));
+      plan.push({ key: p.key, rule: 'pattern', testIndex: 0 });
+    }
+    if (p.jsonSchema !== undefined) {
+      expressions.push(sandboxSchemaExpression(p.jsonSchema));
+      plan.push({ key: p.key, rule: 'schema', testIndex: 0 });
+    }
+    p.tests.forEach((t, i) => {
+      expressions.push(t);
+      plan.push({ key: p.key, rule: 'test', testIndex: i });
+    });
+    if (expressions.length) checks.set(p.key, { test: freezeDeep({ key: p.key, expressions }), plan });
+  }
+  statics = {
+    keys,
+    consts: freezeDeep(schema.constOrder.map((key) => ({ key, template: schema.byName.get(key)!.cfgu.const! }))),
+    checks,
+  };
+  schemaStatics.set(schema, statics);
+  return statics;
+}
+
 async function evaluateChecked(
   command: CheckedCommand,
   stored: readonly Config[],
@@ -397,37 +445,24 @@ async function computeAndValidate(
   }
   const inScope = (p: PreparedKey) => (scope.only ? scope.only.has(p.key) : true);
 
-  // Plan the sandbox work: consts in order, then for each present key its pattern, schema and tests.
-  const consts = schema.constOrder.map((key) => ({ key, template: schema.byName.get(key)!.cfgu.const! }));
+  // Plan the sandbox work: consts in order, then for each present key its pattern, schema and tests (staticsOf).
+  const statics = staticsOf(schema);
+  let consts = statics.consts;
   const tests: ExpressionJob['tests'] = [];
   const plans = new Map<string, PlannedCheck[]>();
   for (const p of schema.keys) {
     if (!inScope(p)) continue;
+    const check = statics.checks.get(p.key);
+    if (!check) continue;
     const e = result[p.key]!;
     const present = e.origin !== 'empty' || (p.isConst && !schema.constCycles.has(p.key));
     if (!present) continue;
-    const expressions: string[] = [];
-    const plan: PlannedCheck[] = [];
-    if (p.pattern !== undefined) {
-      expressions.push(sandboxPatternExpression(p.pattern));
-      plan.push({ key: p.key, rule: 'pattern', testIndex: 0 });
-    }
-    if (p.jsonSchema !== undefined) {
-      expressions.push(sandboxSchemaExpression(p.jsonSchema));
-      plan.push({ key: p.key, rule: 'schema', testIndex: 0 });
-    }
-    p.tests.forEach((t, i) => {
-      expressions.push(t);
-      plan.push({ key: p.key, rule: 'test', testIndex: i });
-    });
-    if (expressions.length) {
-      tests.push({ key: p.key, expressions });
-      plans.set(p.key, plan);
-    }
+    tests.push(check.test);
+    plans.set(p.key, check.plan);
   }
 
   // Upsert validates only assigned values: consts are worth computing only when a check may read them.
-  if (scope.only && tests.length === 0) consts.length = 0;
+  if (scope.only && tests.length === 0) consts = [];
   const failedConsts = new Set<string>();
   if (consts.length || tests.length) {
     if (!deps.expressions) throw new SandboxUnavailableError('this schema uses expressions, but no expression evaluator is configured');
@@ -437,7 +472,7 @@ async function computeAndValidate(
       input: {
         store: { type: command.store?.type ?? '' },
         set: { path: command.set.path, hierarchy: command.set.hierarchy },
-        schema: { keys: Object.fromEntries(schema.keys.map((p) => [p.key, p.cfgu])) },
+        schema: { keys: statics.keys },
       },
       configs,
       consts,

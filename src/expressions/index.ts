@@ -21,9 +21,9 @@ import type { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { BudgetExceededError, ConfigurationError, SandboxBusyError, SandboxUnavailableError } from '../core/errors.js';
 import { ExpressionError } from './errors.js';
+import { childRecord, encodeWire, lineFor, StaticRegistry, type EncodedJob, type UnknownAnswer } from './job-wire.js';
 import {
   FLUSH_LINE,
-  encodeJob,
   failureResponse,
   memoryLimitMessage,
   timeLimitMessage,
@@ -33,6 +33,7 @@ import {
   type OverloadedAnswer,
   type SandboxRequest,
   type SandboxResponse,
+  type WireJob,
 } from './protocol.js';
 import type { ExpressionEvaluator, ExpressionJob, ExpressionResult, RequestUsage, RunContext } from './types.js';
 
@@ -125,7 +126,9 @@ function packageRoot(): string {
 
 interface Pending {
   request: SandboxRequest;
+  /** The line to write; for a job, made per child at dispatch from `wire` (job-wire.ts). */
   line: string;
+  wire: EncodedJob | undefined;
   client: string;
   usage: RequestUsage | undefined;
   /** Times this job was at the head of a child that died without an answer or a reason (stuck, crashed). */
@@ -157,6 +160,10 @@ interface Worker {
   /** The child wrote a V8 fatal-error report: the job it was running made V8 abort the process. */
   fatalReport: boolean;
   buffer: string;
+  /** The static halves this child holds (job-wire.ts); a new child starts empty. */
+  statics: ReturnType<typeof childRecord>;
+  /** Lines written to this child in the current tick, sent together in one write (see dispatch). */
+  out: string;
 }
 
 /**
@@ -195,6 +202,10 @@ class SandboxPool implements SandboxEvaluator {
   private readonly childFile: string;
   private readonly bundleFile: string;
   private readonly workers = new Set<Worker>();
+  /** Static halves of jobs by exact text (job-wire.ts). */
+  private readonly registry = new StaticRegistry();
+  /** Jobs a child answered "unknown id" for, sent again in full (diagnostics, tests). */
+  staticResends = 0;
   /** One FIFO queue per client with jobs waiting. */
   private readonly queues = new Map<string, Pending[]>();
   /**
@@ -240,8 +251,15 @@ class SandboxPool implements SandboxEvaluator {
   // -------------------------------------------------------------------------------------------------------------
 
   async run(job: ExpressionJob, context?: RunContext): Promise<ExpressionResult> {
-    const request = { t: 'job' as const, job: encodeJob(job) };
-    const response = await this.submit(request, context);
+    let wire: EncodedJob;
+    try {
+      wire = encodeWire(job, this.registry);
+    } catch {
+      throw new ExpressionError('error', 'the expression context cannot be copied into the sandbox');
+    }
+    // Only consts and tests are read from the request on the host (failure answers).
+    const request: SandboxRequest = { t: 'job', job: wire.job as WireJob };
+    const response = await this.submit(request, context, wire);
     if (response.t === 'job') return response.result;
     // A request-level failure (malformed job): every item fails with it.
     const failed = failureResponse(request, response.ok ? 'error' : response.kind, response.ok ? 'unexpected answer' : response.message);
@@ -330,7 +348,7 @@ class SandboxPool implements SandboxEvaluator {
     return response.value;
   }
 
-  private submit(request: SandboxRequest, context?: RunContext): Promise<SandboxResponse> {
+  private submit(request: SandboxRequest, context?: RunContext, wire?: EncodedJob): Promise<SandboxResponse> {
     if (this.closed) return Promise.reject(new SandboxUnavailableError('the expression sandbox is closed'));
     const usage = context?.usage;
     if (usage?.exceeded) return Promise.reject(usage.exceeded);
@@ -341,14 +359,16 @@ class SandboxPool implements SandboxEvaluator {
     if ((this.queues.get(client)?.length ?? 0) >= this.options.clientQueueLimit) {
       return Promise.reject(new SandboxBusyError('this client has too many expression jobs waiting; retry later'));
     }
-    let line: string;
-    try {
-      line = JSON.stringify(request);
-    } catch {
-      return Promise.reject(new ExpressionError('error', 'the expression context cannot be copied into the sandbox'));
+    let line = '';
+    if (!wire) {
+      try {
+        line = JSON.stringify(request);
+      } catch {
+        return Promise.reject(new ExpressionError('error', 'the expression context cannot be copied into the sandbox'));
+      }
     }
     return new Promise<SandboxResponse>((resolve, reject) => {
-      this.enqueue({ request, line, client, usage, suspect: 0, resolve, reject }, false);
+      this.enqueue({ request, line, wire, client, usage, suspect: 0, resolve, reject }, false);
       if (this.activeCount() < this.options.workers && this.startFailures >= MAX_START_FAILURES) {
         // The pool gave up after start failures: try again for this new work.
         this.startFailures = 0;
@@ -485,10 +505,23 @@ class SandboxPool implements SandboxEvaluator {
     }
   }
 
+  /**
+   * Hand a job to a child. The lines of one tick for one child go in one write (one syscall, one read on the other
+   * side): the first line schedules the write, later ones join it.
+   */
   private dispatch(w: Worker, job: Pending): void {
     w.inflight.push(job);
-    w.proc.stdin.write(job.line + '\n');
+    const line = job.wire ? lineFor(job.wire, w.statics) : job.line;
+    if (w.out === '') setImmediate(() => this.flushOut(w));
+    w.out += line + '\n';
     if (w.inflight.length === 1) this.startHead(w);
+  }
+
+  private flushOut(w: Worker): void {
+    if (w.out === '') return;
+    const text = w.out;
+    w.out = '';
+    w.proc.stdin.write(text);
   }
 
   /**
@@ -531,6 +564,8 @@ class SandboxPool implements SandboxEvaluator {
       killedForTime: false,
       fatalReport: false,
       buffer: '',
+      statics: childRecord(),
+      out: '',
     };
     this.workers.add(w);
     this.spawns++;
@@ -568,9 +603,9 @@ class SandboxPool implements SandboxEvaluator {
   }
 
   private onLine(w: Worker, line: string): void {
-    let msg: (SandboxResponse & AnswerMeta) | ChildNotice | OverloadedAnswer;
+    let msg: (SandboxResponse & AnswerMeta) | ChildNotice | OverloadedAnswer | UnknownAnswer;
     try {
-      msg = JSON.parse(line) as (SandboxResponse & AnswerMeta) | ChildNotice | OverloadedAnswer;
+      msg = JSON.parse(line) as (SandboxResponse & AnswerMeta) | ChildNotice | OverloadedAnswer | UnknownAnswer;
     } catch {
       return;
     }
@@ -592,6 +627,16 @@ class SandboxPool implements SandboxEvaluator {
     if (w.watchdog) clearTimeout(w.watchdog);
     w.watchdog = undefined;
     if (w.inflight.length) this.startHead(w);
+    if (msg.t === 'unknown') {
+      // The child does not hold the job's static half (evicted, or the line that carried it was dropped): it did not
+      // run. Forget it for this child; the job goes back to the front of its queue and is sent again in full.
+      if (job.wire?.half) w.statics.delete(job.wire.half.id);
+      this.staticResends++;
+      this.enqueue(job, true);
+      this.pump();
+      this.keepAlive();
+      return;
+    }
     w.lastAnswered = job;
     const cpu = typeof msg.cpu === 'number' && Number.isFinite(msg.cpu) ? msg.cpu : 0;
     delete msg.cpu;
@@ -619,6 +664,8 @@ class SandboxPool implements SandboxEvaluator {
     w.lastAnswered = undefined;
     const notStarted = w.inflight.splice(0);
     for (let i = notStarted.length - 1; i >= 0; i--) this.enqueue(notStarted[i]!, true);
+    // Lines not yet written are not written at all (their jobs are queued again above).
+    w.out = '';
     w.proc.stdin.write(FLUSH_LINE + '\n');
     w.spare = true;
     this.rebalance();
@@ -658,6 +705,7 @@ class SandboxPool implements SandboxEvaluator {
 
   private onClose(w: Worker, code: number | null): void {
     if (!this.workers.delete(w)) return;
+    w.out = '';
     if (w.watchdog) clearTimeout(w.watchdog);
     // Exit code 0: the child's stdin was closed (it exits between jobs, and never because of one): none of its
     // remaining jobs ran there. Any other end (V8 abort, watchdog kill, killed from outside) hit the head job.

@@ -3,7 +3,7 @@
  * child, one response line comes back (JSON, one object per line). Pure: imports only types, so the isolate bundle and
  * the host share it.
  */
-import type { ConfigView, ConstOutcome, ExpressionFailureKind, ExpressionJob, ExpressionResult, TestOutcome } from './types.js';
+import type { ConfigView, ConstOutcome, ExpressionFailureKind, ExpressionJob, ExpressionResult, InputView, TestOutcome } from './types.js';
 
 /**
  * One config on the wire: the stored string and the origin, plus the Cfgu only when it is not the command's own
@@ -31,8 +31,55 @@ export function encodeJob(job: ExpressionJob): WireJob {
   return { input: job.input, configs, consts: job.consts, tests: job.tests };
 }
 
+/**
+ * A job in the static-half form (src/expressions/job-wire.ts): `s` is the schema's static half (declarations, consts,
+ * tests), `d` the job's own data. `d` is `[store, set, values, extras, order]`: `values[i]` is the i-th declared key's
+ * WireConfig without its Cfgu when that is the declaration, or 0 when the job has no config for the key; `extras` are
+ * the configs of undeclared keys as `[key, ...WireConfig]`; `order` is the configs' key order when it is not "declared
+ * keys, then extras" (0 otherwise).
+ */
+export type StaticHalfJson = [keys: Record<string, unknown>, consts: WireJob['consts'], tests: WireJob['tests']];
+export type DynamicHalfJson = [
+  store: InputView['store'],
+  set: InputView['set'],
+  values: Array<WireConfig | 0>,
+  extras: Array<[string, ...WireConfig]> | 0,
+  order: string[] | 0,
+];
+
+/** The WireJob a static-half job stands for: the same object the whole-job form would have parsed into. */
+export function wireJobOf(s: StaticHalfJson, d: DynamicHalfJson): WireJob {
+  const [keys, consts, tests] = s;
+  const [store, set, values, extras, order] = d;
+  const configs: Record<string, WireConfig> = Object.create(null);
+  const names = Object.keys(keys);
+  if (order) {
+    const at: Record<string, number> = Object.create(null);
+    for (let i = 0; i < names.length; i++) at[names[i]!] = i;
+    const extra: Record<string, WireConfig> = Object.create(null);
+    if (extras) for (const e of extras) extra[e[0]] = e.slice(1) as WireConfig;
+    for (const key of order) {
+      const i = at[key];
+      const v = i === undefined ? extra[key] : values[i];
+      if (v) configs[key] = v;
+    }
+  } else {
+    for (let i = 0; i < names.length; i++) if (values[i]) configs[names[i]!] = values[i] as WireConfig;
+    if (extras) for (const e of extras) configs[e[0]] = e.slice(1) as WireConfig;
+  }
+  return { input: { store, set, schema: { keys } }, configs, consts, tests };
+}
+
+/** Consts and tests of a job request in either form (for failure answers). */
+function jobParts(request: SandboxRequest): Pick<WireJob, 'consts' | 'tests'> | undefined {
+  if (request.t === 'job') return request.job;
+  if (request.t === 'j') return { consts: request.s[1], tests: request.s[2] };
+  return undefined;
+}
+
 export type SandboxRequest =
   | { t: 'job'; job: WireJob }
+  | { t: 'j'; s: StaticHalfJson; d: DynamicHalfJson }
   | { t: 'template'; template: string; context: unknown }
   | { t: 'bool'; expression: string; context: unknown }
   | { t: 'trusted'; template: string; variables: Record<string, string> };
@@ -97,8 +144,8 @@ export function failureResponse(
   message: string,
   done: { consts: ConstOutcome[]; tests: TestOutcome[]; testsDone: number } = { consts: [], tests: [], testsDone: 0 },
 ): SandboxResponse {
-  if (request.t !== 'job') return { t: 'value', ok: false, kind, message };
-  const job = request.job;
+  const job = jobParts(request);
+  if (!job) return { t: 'value', ok: false, kind, message };
   const consts: ConstOutcome[] = done.consts.slice();
   for (let i = consts.length; i < job.consts.length; i++) consts.push({ key: job.consts[i]!.key, ok: false, kind, message });
   const tests: TestOutcome[] = done.tests.slice();

@@ -22,6 +22,7 @@ import {
   type SandboxRequest,
 } from './protocol.js';
 import { loadSandboxBuild } from './isolated-vm.js';
+import { ChildStatics, unknownLine } from './job-wire.js';
 
 interface ChildOptions {
   bundle: string;
@@ -267,6 +268,9 @@ function ready(): void {
   );
 }
 
+/** Static halves of jobs sent by the host (job-wire.ts): schema text only, kept across isolate renewals. */
+const statics = new ChildStatics();
+
 // The host pipelines several jobs to a child; they are answered strictly in order, one line each.
 let buffer = '';
 process.stdin.setEncoding('utf8');
@@ -277,8 +281,15 @@ process.stdin.on('data', (chunk: string) => {
     const line = buffer.slice(0, nl);
     buffer = buffer.slice(nl + 1);
     if (line === FLUSH_LINE) draining = false;
-    else if (line && !draining) {
-      evaluate(line);
+    else if (line) {
+      const request = statics.decode(line);
+      // A static half is kept even while draining: it is schema text only, and the host counts it as held.
+      if ('kept' in request || draining) continue;
+      if ('unknown' in request) {
+        reply(unknownLine(request.unknown));
+        continue;
+      }
+      evaluate(request.line);
       if (!draining) renewIfHeapFull();
     }
   }

@@ -1,7 +1,7 @@
 import { coerceValue, declaredTypeOf } from '../../core/coerce.js';
 import { labelsOf } from '../../core/view.js';
 import { ProgressiveRedaction } from '../../core/redact.js';
-import { failureResponse, type SandboxRequest, type SandboxResponse, type WireJob } from '../protocol.js';
+import { failureResponse, wireJobOf, type SandboxRequest, type SandboxResponse, type WireJob } from '../protocol.js';
 import type { ConfigView, ConstOutcome, ExpressionFailureKind, TestOutcome } from '../types.js';
 import { O, JSONparse, JSONstringify, StringCtor } from './intrinsics.js';
 import { Failure, render, testExpression } from './compile.js';
@@ -82,6 +82,9 @@ function dispatch(request: SandboxRequest): SandboxResponse {
   switch (request.t) {
     case 'job':
       return runJob(request.job);
+    case 'j':
+      // The static-half form (job-wire.ts): the same job, decoded here into the object the whole form parses into.
+      return runJob(wireJobOf(request.s, request.d));
     case 'template': {
       const r = render(request.template, request.context);
       return r instanceof Failure ? { t: 'value', ok: false, kind: r.kind, message: r.message } : { t: 'value', ok: true, value: r };
