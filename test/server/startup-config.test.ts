@@ -7,7 +7,7 @@
  *
  * The cases run `cfgu serve` in this process (runCli: the same dispatcher and start-up code as the binary, with its
  * output captured), since a bad file fails before anything is started. Two run the built binary itself: the exit code
- * and stderr of a real process (no .configu anywhere), and a file the user cannot read (as `nobody` under root).
+ * and stderr of a real process (no .configu anywhere), and a file the user cannot read (as root: without the capabilities that bypass file modes).
  */
 import { after, afterEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -126,10 +126,14 @@ describe('a bad .configu: one line, exit 2, no stack (default --workers, i.e. th
     chmodSync(file, 0o000);
     const isRoot = process.getuid?.() === 0;
     if (process.platform !== 'linux') return void requireOrSkip(t, 'a Linux host', `platform is ${process.platform}`);
-    // root reads any file: run the binary as `nobody` then. The checkout may sit in a folder nobody cannot enter
-    // (a `mktemp -d` clone): run a copy of bin/ and dist/ from a world-readable folder, with node_modules linked.
+    // root reads any file through its capabilities: drop the two that bypass file modes (util-linux's setpriv; the
+    // process stays root, so a checkout in a folder only root may enter still works). Without setpriv, run a copy of
+    // bin/ and dist/ as `nobody` from a world-readable folder, with node_modules linked (needs it readable by nobody).
     let bin = BIN;
-    if (isRoot) {
+    let prefix: string[] = [];
+    const setpriv = isRoot ? spawnSync('setpriv', ['--bounding-set', '-dac_override,-dac_read_search', 'true']).status === 0 : false;
+    if (setpriv) prefix = ['--bounding-set', '-dac_override,-dac_read_search', process.execPath];
+    else if (isRoot) {
       const copy = tempDir('cfgu-nobody-');
       chmodSync(copy, 0o755);
       for (const part of ['bin', 'dist', 'package.json']) cpSync(join(ROOT, part), join(copy, part), { recursive: true });
@@ -139,14 +143,16 @@ describe('a bad .configu: one line, exit 2, no stack (default --workers, i.e. th
         uid: 65534,
         gid: 65534,
       });
-      if (readable.status !== 0) return void requireOrSkip(t, 'running the binary as nobody', `${modules} is not readable by nobody`);
+      if (readable.status !== 0) return void requireOrSkip(t, 'running the binary without root\'s file access', `no setpriv, and ${modules} is not readable by nobody`);
       bin = join(copy, 'bin', 'cfgu.js');
     }
-    const child = spawn(process.execPath, [bin, 'serve', '--config', file, '--port', '0'], {
+    const asNobody = isRoot && !setpriv;
+    const argv = [bin, 'serve', '--config', file, '--port', '0'];
+    const child = spawn(setpriv ? 'setpriv' : process.execPath, setpriv ? [...prefix, ...argv] : argv, {
       cwd: dir,
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: dir },
-      ...(isRoot ? { uid: 65534, gid: 65534 } : {}),
+      ...(asNobody ? { uid: 65534, gid: 65534 } : {}),
     });
     let out = '';
     let err = '';
