@@ -21,3 +21,16 @@ export async function waitFor<T>(what: string, check: () => Promise<T | false | 
     await pause(50);
   }
 }
+
+/**
+ * The promise, or a rejection after `ms` (a hang guard, not a timing goal). The guard's timer is cleared as soon as
+ * the promise settles: a guard of minutes left pending would keep the test file's process alive that long after its
+ * last test.
+ */
+export function within<T>(promise: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const guard = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`still running after ${ms} ms`)), ms);
+  });
+  return Promise.race([promise, guard]).finally(() => clearTimeout(timer));
+}

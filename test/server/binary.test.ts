@@ -20,13 +20,12 @@ import {
   removeTempDirs,
   BIN,
   ROOT,
-  sleep,
   spawnCfgu,
   tempDir,
   waitForStatus,
   writeJson,
 } from './helpers.js';
-import { waitFor } from '../helpers/wait.js';
+import { waitFor, within } from '../helpers/wait.js';
 import { failingOnHidden, failingOnHiddenErrors, SECRET_MARKER } from '../helpers/capture.js';
 import { closeSandbox, runCli } from '../cli/helpers.js';
 
@@ -46,10 +45,6 @@ if (!existsSync(DIST)) throw new Error('dist/cli.js is missing: run `node script
  */
 const EXIT_GUARD_MS = 600_000;
 
-/** The promise, or a rejection after `ms` (a hang guard, not a timing goal). */
-function within<T>(promise: Promise<T>, ms: number): Promise<T> {
-  return Promise.race([promise, sleep(ms).then(() => Promise.reject(new Error(`still running after ${ms} ms`)))]);
-}
 
 /** A folder with a json-file store `main` and a `.configu` (extra top-level properties merged in). */
 function project(extra: Record<string, unknown> = {}, data: unknown = [{ set: '', key: 'GREETING', value: 'hello' }]): { dir: string; file: string } {

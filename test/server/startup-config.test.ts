@@ -14,7 +14,8 @@ import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
 import { chmodSync, cpSync, mkdirSync, realpathSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BIN, killChildren, removeTempDirs, ROOT, sleep, spawnCfgu, tempDir, writeJson } from './helpers.js';
+import { BIN, killChildren, removeTempDirs, ROOT, spawnCfgu, tempDir, writeJson } from './helpers.js';
+import { within } from '../helpers/wait.js';
 import { requireOrSkip } from '../helpers/services.js';
 import { closeSandbox, runCli } from '../cli/helpers.js';
 
@@ -25,9 +26,6 @@ after(async () => {
 });
 afterEach(killChildren);
 
-function within<T>(promise: Promise<T>, ms: number): Promise<T> {
-  return Promise.race([promise, sleep(ms).then(() => Promise.reject(new Error(`still running after ${ms} ms`)))]);
-}
 
 /** `cfgu serve ...args` in this process, from `cwd` (the repository by default, as spawnCfgu). */
 const serve = (args: string[], env: Record<string, string | undefined> = {}, cwd = ROOT) => runCli(['serve', ...args], { cwd, env, stdin: null });
