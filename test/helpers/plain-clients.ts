@@ -9,13 +9,15 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { TestContext } from 'node:test';
 import { promisify } from 'node:util';
-import Database from 'better-sqlite3';
 import { Etcd3 } from 'etcd3';
 import { Redis } from 'ioredis';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { findBinary } from './private.js';
 import { requireOrSkip } from './services.js';
+import { sqliteDriver } from '../../src/stores/drivers.js';
+
+const Database = sqliteDriver();
 
 const run = promisify(execFile);
 export const md5 = (s: string) => createHash('md5').update(s).digest('hex');

@@ -8,11 +8,13 @@
 import { after, afterEach, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { Redis } from 'ioredis';
 import { startPrivate } from '../helpers/private.js';
 import { waitFor } from '../helpers/wait.js';
 import { killChildren, postJson, removeTempDirs, serveOnFreePort, tempDir, waitForStatus, writeJson } from './helpers.js';
+import { sqliteDriver } from '../../src/stores/drivers.js';
+
+const Database = sqliteDriver();
 
 after(async () => {
   await killChildren();

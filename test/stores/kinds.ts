@@ -5,7 +5,6 @@
  * removes what it wrote. PostgreSQL, MariaDB and Redis are the machine's shared servers, only read and written under
  * those names; etcd is a private server started for the test process (its whole key space is read).
  */
-import Database from 'better-sqlite3';
 import { Etcd3 } from 'etcd3';
 import { Redis } from 'ioredis';
 import mysql from 'mysql2/promise';
@@ -18,6 +17,9 @@ import { createStore } from '../../src/stores/index.js';
 import type { Config, ConfigStore } from '../../src/stores/types.js';
 import { privateMissing, sharedPrivate } from '../helpers/private.js';
 import { probeTcp, type Probe } from '../helpers/services.js';
+import { sqliteDriver } from '../../src/stores/drivers.js';
+
+const Database = sqliteDriver();
 
 export const RUN = `${Date.now().toString(36)}${randomBytes(3).toString('hex')}`;
 export const TMP = join(dirname(fileURLToPath(import.meta.url)), '..', '.tmp', `stores-${RUN}`);
