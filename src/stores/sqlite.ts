@@ -58,7 +58,8 @@ export class SqliteStatements {
             : `INSERT INTO ${t} ("id", "set", "key", "value") VALUES ${Array.from({ length: n }, () => '(?, ?, ?, ?)').join(', ')} ` +
               `ON CONFLICT ("set", "key") DO UPDATE SET "value" = excluded."value"`;
       s = this.db.prepare(sql);
-      if (this.cache.size > 200) this.cache.clear();
+      // Never cleared: the driver keeps every statement for the life of its database (drivers.ts), so a cleared entry
+      // would only be prepared again and kept twice. Bounded by the distinct batch sizes the engine's limits allow.
       this.cache.set(k, s);
     }
     return s;
