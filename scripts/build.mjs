@@ -20,6 +20,8 @@ const entries = {
   'sandbox-child': 'src/expressions/sandbox-child.ts',
   // Which isolated-vm build this Node loads (scripts/prune-image.mjs asks it in the image's builder stage).
   'sandbox-build': 'src/expressions/isolated-vm.ts',
+  // Which better-sqlite3 line this Node loads, and the loader itself (scripts/prune-image.mjs, check-image.mjs).
+  'sqlite-build': 'src/stores/drivers.ts',
 };
 const entryPoints = Object.fromEntries(
   Object.entries(entries).filter(([, src]) => existsSync(join(root, src))).map(([name, src]) => [name, join(root, src)]),

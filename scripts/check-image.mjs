@@ -2,18 +2,21 @@
 // works, so a pruning rule that removed something needed fails the image build instead of the running container.
 //  - every production dependency of package.json is imported (ESM) and required (CommonJS, where the package offers
 //    it), which loads the files each one needs at start-up;
-//  - better-sqlite3 runs a query on an in-memory database (its native module, as stripped);
+//  - the better-sqlite3 line this Node uses (through cfgu's own loader) runs a query on an in-memory database (its
+//    native module, as stripped); the line for other Node majors was pruned, so it is not imported;
 //  - the isolated-vm build the sandbox uses runs a script in a new isolate (its native module, as stripped).
 import { createRequire } from 'node:module';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { loadSandboxBuild } from '../dist/sandbox-build.js';
+import { SQLITE_BUILDS, sqliteDriver } from '../dist/sqlite-build.js';
 
 const root = process.argv[2] ?? process.cwd();
 const manifest = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
 const require = createRequire(join(root, 'package.json'));
 const failures = [];
-const names = Object.keys(manifest.dependencies ?? {}).sort();
+const sqliteLines = new Set(SQLITE_BUILDS.map((b) => b.alias));
+const names = Object.keys(manifest.dependencies ?? {}).filter((n) => !sqliteLines.has(n)).sort();
 // Bare names resolve from this script's folder, inside the build folder: its node_modules.
 for (const name of names) {
   try {
@@ -31,7 +34,7 @@ for (const name of names) {
   }
 }
 
-const Database = require('better-sqlite3');
+const Database = sqliteDriver();
 const db = new Database(':memory:');
 db.exec('CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT)');
 db.prepare('INSERT INTO kv VALUES (?, ?)').run('GREETING', 'hello');

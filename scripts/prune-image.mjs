@@ -1,7 +1,8 @@
 // Run by the Dockerfile's builder stage after `npm prune --omit=dev`: removes from node_modules what the runtime
 // image never loads, to keep the image small. It runs on the image's own Node, so "this Node" below is the image's.
 // docs/deploy.md lists what goes and why that is safe; the build then checks it (scripts/check-image.mjs).
-//  - the isolated-vm builds for other Node majors (the loader, src/expressions/isolated-vm.ts, takes only one);
+//  - the isolated-vm builds for other Node majors (the loader, src/expressions/isolated-vm.ts, takes only one), and the
+//    better-sqlite3 line for other Node majors (src/stores/drivers.ts takes 12 on Node 20, 13 from Node 22);
 //  - prebuilt native binaries for other platforms, and C/C++ sources, objects and static libraries of the modules
 //    compiled here (better-sqlite3's SQLite amalgamation, isolated-vm's sources): only their `.node` files load;
 //  - the debugging symbols of those `.node` files (`strip --strip-unneeded`: what the dynamic linker needs stays);
@@ -13,6 +14,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, lstatSync, readFileSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { describeSandboxBuild } from '../dist/sandbox-build.js';
+import { SQLITE_BUILDS, describeSqliteBuild, sqliteBuildName } from '../dist/sqlite-build.js';
 
 const root = process.argv[2] ?? process.cwd();
 const modules = join(root, 'node_modules');
@@ -34,6 +36,9 @@ const drop = (p) => {
   removed++;
 };
 for (const name of readdirSync(modules)) if (/^isolated-vm(-node\d+)?$/.test(name) && name !== alias) drop(join(modules, name));
+const sqlite = sqliteBuildName();
+if (!existsSync(join(modules, sqlite))) throw new Error(`prune-image: the SQLite driver for this Node (${sqlite}) is not installed`);
+for (const { alias: other } of SQLITE_BUILDS) if (other !== sqlite) drop(join(modules, other));
 
 const abi = `abi${process.versions.modules}`;
 const platform = `${process.platform}-${process.arch}`;
@@ -43,6 +48,7 @@ const walk = (dir, depth = 0) => {
     if (!statSync(p).isDirectory()) continue;
     if (name === 'prebuilds') {
       for (const target of readdirSync(p)) {
+        if (target === `${platform}.node`) continue; // one file per target (better-sqlite3 13); glibc, not musl
         if (target !== platform) drop(join(p, target));
         else for (const f of readdirSync(join(p, target))) if (!f.includes(abi) || f.includes('musl')) drop(join(p, target, f));
       }
@@ -51,10 +57,10 @@ const walk = (dir, depth = 0) => {
 };
 walk(modules);
 
-// Compiled here: only the `.node` files load (better-sqlite3 finds build/Release/better_sqlite3.node through
-// `bindings`; isolated-vm loads out/isolated_vm.node).
+// Compiled here or prebuilt: only the `.node` files load (better-sqlite3 12 finds build/Release/better_sqlite3.node
+// through `bindings`, 13 loads prebuilds/<platform>.node; isolated-vm loads out/isolated_vm.node).
 const natives = [];
-for (const name of ['better-sqlite3', alias]) {
+for (const name of [sqlite, alias]) {
   const pkg = join(modules, name);
   for (const sub of ['deps', 'src', 'vendor', 'include', 'native-example', 'binding.gyp', 'include.js', 'inspector-example.js']) drop(join(pkg, sub));
   for (const f of existsSync(pkg) ? readdirSync(pkg) : []) if (/^Dockerfile/.test(f)) drop(join(pkg, f));
@@ -62,11 +68,12 @@ for (const name of ['better-sqlite3', alias]) {
   if (existsSync(build)) {
     for (const f of readdirSync(build)) if (f !== 'Release') drop(join(build, f));
     const release = join(build, 'Release');
-    if (existsSync(release)) for (const f of readdirSync(release)) if (f !== `${name === 'better-sqlite3' ? 'better_sqlite3' : 'isolated_vm'}.node`) drop(join(release, f));
+    if (existsSync(release)) for (const f of readdirSync(release)) if (f !== `${name === sqlite ? 'better_sqlite3' : 'isolated_vm'}.node`) drop(join(release, f));
   }
   for (const dir of [join(pkg, 'build', 'Release'), join(pkg, 'out'), join(pkg, 'prebuilds', platform)]) {
     if (existsSync(dir)) for (const f of readdirSync(dir)) if (f.endsWith('.node')) natives.push(join(dir, f));
   }
+  if (existsSync(join(pkg, 'prebuilds', `${platform}.node`))) natives.push(join(pkg, 'prebuilds', `${platform}.node`));
 }
 let stripped = 0;
 const hasStrip = spawnSync('sh', ['-c', 'command -v strip'], { stdio: 'ignore' }).status === 0;
@@ -131,6 +138,6 @@ const cleanModules = (dir) => {
 };
 cleanModules(modules);
 console.log(
-  `prune-image: kept ${kept}; removed ${removed} folders or files (${(bytes / 2 ** 20).toFixed(1)} MB)` +
+  `prune-image: kept ${kept} and ${describeSqliteBuild()}; removed ${removed} folders or files (${(bytes / 2 ** 20).toFixed(1)} MB)` +
     (hasStrip ? `; stripped ${natives.length} native modules (${(stripped / 2 ** 20).toFixed(1)} MB)` : '; no strip here, native modules kept whole'),
 );

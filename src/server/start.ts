@@ -23,6 +23,7 @@ import { pinnedPort } from './cluster.js';
 import { Lifecycle } from './lifecycle.js';
 import { createLogger } from './logger.js';
 import { describeSandboxBuild } from '../expressions/isolated-vm.js';
+import { describeSqliteBuild } from '../stores/drivers.js';
 import { resolveSettings, type ServerSettings, type SettingsFlags } from './settings.js';
 import { startTracing } from './tracing.js';
 
@@ -168,6 +169,7 @@ export async function startServer(prepared: Prepared, hooks: StartHooks = {}, lo
       stores: registry.names(),
       node: process.versions.node,
       sandbox: describeSandboxBuild(),
+      sqlite: describeSqliteBuild(),
     },
     'listening; initialising stores',
   );

@@ -11,9 +11,9 @@ import type SqliteConstructor from 'better-sqlite3';
 
 const load = createRequire(import.meta.url);
 
-function once<T>(name: string, wrap: (module: T) => T = (m) => m): () => T {
+function once<T>(name: string, open: (name: string) => T = (n) => load(n) as T): () => T {
   let module: T | undefined;
-  return () => (module ??= wrap(load(name) as T));
+  return () => (module ??= open(name));
 }
 
 export const pgDriver = once<typeof PgModule>('pg');
@@ -21,35 +21,46 @@ export const mysqlDriver = once<typeof MysqlModule>('mysql2/promise');
 export const redisDriver = once<typeof IoredisModule>('ioredis');
 export const etcdDriver = once<typeof Etcd3Module>('etcd3');
 /**
- * better-sqlite3 12 on Node 24 can abort the process when the garbage collector finalises one of its objects: the
- * native destructor of a Database or a Statement calls node::RemoveEnvironmentCleanupHook at a moment Node has no
- * current environment (`Assertion failed: (env) != nullptr`). Seen in this project's suite on Node 24.21.0, and
- * reported by others. Until the driver is replaced by version 13 on Node >= 22, none of its objects is left to the
- * garbage collector: every Database is kept for the life of the process, and every Statement it prepares for the life
- * of its Database. Bounded in cfgu: a server opens one database per SQLite store and one for backups, and prepares a
- * statement per distinct SQL text (kind and batch size), which its own cache reuses; closing a database still frees
- * SQLite's own memory.
+ * The SQLite driver: better-sqlite3, one release line per Node major. Version 12 (a V8-API addon, compiled at install)
+ * is the only line that works on Node 20; on Node 24 its native destructors can abort the whole process when the
+ * garbage collector finalises a Database or a Statement (`Assertion failed: (env) != nullptr` in
+ * node::RemoveEnvironmentCleanupHook; seen in this project's suite, and reproduced in a few lines that prepare
+ * statements and drop them). Version 13 is a Node-API addon with prebuilt binaries and declares Node >= 22; on Node 20
+ * it crashes. package.json therefore installs 12 as `better-sqlite3` and 13 under the alias `better-sqlite3-node22`
+ * (an optional dependency, like the isolated-vm lines), and the loader takes the line that matches the running Node.
+ * On Node >= 22 without the alias installed it refuses, rather than fall back to the line that can crash.
  */
-const pinnedDatabases = new Set<object>();
-const pinnedStatements = new WeakMap<object, object[]>();
+export const SQLITE_BUILDS: ReadonlyArray<{ alias: string; minNodeMajor: number; maxNodeMajor: number }> = [
+  { alias: 'better-sqlite3-node22', minNodeMajor: 22, maxNodeMajor: Infinity },
+  { alias: 'better-sqlite3', minNodeMajor: 0, maxNodeMajor: 21 },
+];
 
-function pinned(Driver: typeof SqliteConstructor): typeof SqliteConstructor {
-  const prepare = Driver.prototype.prepare;
-  Driver.prototype.prepare = function (this: object, ...args: Parameters<typeof prepare>) {
-    const statement = prepare.apply(this as never, args);
-    let held = pinnedStatements.get(this);
-    if (!held) pinnedStatements.set(this, (held = []));
-    held.push(statement);
-    return statement;
-  } as typeof prepare;
-  // A subclass, so that every `new` goes through here; static members are inherited.
-  const Pinned = class extends (Driver as unknown as new (...args: unknown[]) => object) {
-    constructor(...args: unknown[]) {
-      super(...args);
-      pinnedDatabases.add(this);
-    }
-  };
-  return Pinned as unknown as typeof SqliteConstructor;
+/** The package name of the SQLite driver line for this Node (whether or not it is installed). */
+export function sqliteBuildName(): string {
+  const major = Number(process.versions.node.split('.')[0]);
+  return SQLITE_BUILDS.find((b) => major >= b.minNodeMajor && major <= b.maxNodeMajor)!.alias;
 }
 
-export const sqliteDriver = once<typeof SqliteConstructor>('better-sqlite3', pinned);
+/** "better-sqlite3 13.2.0 (better-sqlite3-node22)", for the start-up log; names what is missing when it is. */
+export function describeSqliteBuild(): string {
+  const alias = sqliteBuildName();
+  try {
+    return `better-sqlite3 ${(load(`${alias}/package.json`) as { version: string }).version} (${alias})`;
+  } catch {
+    return `unavailable (${alias} is not installed: run npm ci on this Node)`;
+  }
+}
+
+export const sqliteDriver = once<typeof SqliteConstructor>('', () => {
+  const alias = sqliteBuildName();
+  try {
+    return load(alias) as typeof SqliteConstructor;
+  } catch (error) {
+    const code = (error as { code?: string }).code;
+    throw new Error(
+      code === 'MODULE_NOT_FOUND'
+        ? `the SQLite driver for Node ${process.versions.node} (${alias}) is not installed: run npm ci on this Node`
+        : `the SQLite driver ${alias} does not load on Node ${process.versions.node}: ${(error as Error).message.split('\n')[0]}`,
+    );
+  }
+});

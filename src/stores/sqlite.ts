@@ -58,8 +58,9 @@ export class SqliteStatements {
             : `INSERT INTO ${t} ("id", "set", "key", "value") VALUES ${Array.from({ length: n }, () => '(?, ?, ?, ?)').join(', ')} ` +
               `ON CONFLICT ("set", "key") DO UPDATE SET "value" = excluded."value"`;
       s = this.db.prepare(sql);
-      // Never cleared: the driver keeps every statement for the life of its database (drivers.ts), so a cleared entry
-      // would only be prepared again and kept twice. Bounded by the distinct batch sizes the engine's limits allow.
+      // Bounded: a request mix with many distinct batch sizes starts over rather than grow; dropped statements are
+      // freed by the garbage collector (safe with the driver line drivers.ts picks for each Node).
+      if (this.cache.size > 200) this.cache.clear();
       this.cache.set(k, s);
     }
     return s;
@@ -98,11 +99,13 @@ export class SqliteConfigStore extends SqlConfigStore {
     const sink = new FeedSink(listener);
     let version: unknown;
     let connection: Database.Database | undefined;
+    let dataVersion: Database.Statement | undefined; // prepared once per connection, not once per poll
     const poller = new Poller(this.feedIntervalMs, async () => {
       try {
         if (!this.db) await this.ready.ensure();
         const db = this.db!;
-        const now = db.pragma('data_version', { simple: true });
+        if (connection !== db || !dataVersion) dataVersion = db.prepare('PRAGMA data_version').pluck();
+        const now = dataVersion.get();
         const before = connection === db ? version : undefined;
         connection = db;
         version = now;

@@ -5,8 +5,8 @@
 import { after, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { join } from 'node:path';
+import { sqliteDriver } from '../../src/stores/drivers.js';
 import { cfgu, closeSandbox, killChildren, project, removeTempDirs, runCli, tempDir, write } from './helpers.js';
 import { failingOnHidden, failingOnHiddenErrors, planted } from '../helpers/capture.js';
 
@@ -124,8 +124,7 @@ describe('cfgu upsert', { concurrency: true }, () => {
     const r = await runCli(['upsert', '--store', 'db', '--set', 'prod/eu', '--schema', 'app.cfgu.json', '--kv', 'HOST=eu.local', '--kv', 'MODE=prod'], { cwd: dir });
     assert.equal(r.code, 0, r.stderr);
     assert.equal(r.stdout, '2 changes in store "db", set "prod/eu":\n+ HOST = "eu.local"\n+ MODE = "prod"\n');
-    const require = createRequire(import.meta.url);
-    const Database = require('better-sqlite3') as typeof import('better-sqlite3');
+    const Database = sqliteDriver();
     const db = new Database(join(dir, 'configs.sqlite'), { readonly: true });
     try {
       const rows = db.prepare('SELECT id, "set", key, value FROM config ORDER BY key').all() as Array<Record<string, string>>;

@@ -105,10 +105,12 @@ test('the image: configuration, read-only files, --version, /ready, POST /export
 
   // The native modules as shipped (pruned, stripped) on the image's own Node (stripped too): a SQLite query.
   const sqlite = runIn(
-    ['node', '-e', "const D=require('/app/node_modules/better-sqlite3');const db=new D(':memory:');console.log(db.prepare('SELECT 6*7 AS n').get().n)"],
+    ['node', '--input-type=module', '-e', "const {sqliteDriver,describeSqliteBuild}=await import('/app/dist/sqlite-build.js');const D=sqliteDriver();const db=new D(':memory:');console.log(db.prepare('SELECT 6*7 AS n').get().n, describeSqliteBuild())"],
     ['--user', '65532:65532'],
   );
-  assert.deepEqual([sqlite.status, sqlite.stdout], [0, '42\n'], sqlite.stderr);
+  assert.deepEqual([sqlite.status, sqlite.stdout.replace(/13\.\d+\.\d+/, '13.x')], [0, '42 better-sqlite3 13.x (better-sqlite3-node22)\n'], sqlite.stderr);
+  const lines = runIn(['sh', '-c', 'ls -d /app/node_modules/better-sqlite3*']);
+  assert.equal(lines.stdout, '/app/node_modules/better-sqlite3-node22\n', 'the image keeps only the SQLite line its Node loads');
 
   const version = runIn([...config.Entrypoint, '--version'], ['--user', '65532:65532']);
   const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };

@@ -17,6 +17,7 @@
 import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { describe, test } from 'node:test';
+import { sqliteDriver } from '../../src/stores/drivers.js';
 import type { Config, ConfigQuery, ConfigStore } from '../../src/stores/types.js';
 import { requireService } from '../helpers/services.js';
 import { etcdHost, KINDS, makeStore, RUN, type Kind } from './kinds.js';
@@ -122,7 +123,7 @@ const TARGETS: Target[] = [
     expected: () => 1,
     async meter(store) {
       const db = inner<object>(store, 'db');
-      const Database = createRequire(import.meta.url)('better-sqlite3') as new (file: string) => {
+      const Database = sqliteDriver() as unknown as new (file: string) => {
         prepare(sql: string): object;
         close(): void;
       };
