@@ -21,7 +21,7 @@ import type { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { BudgetExceededError, ConfigurationError, SandboxBusyError, SandboxUnavailableError } from '../core/errors.js';
 import { ExpressionError } from './errors.js';
-import { childRecord, encodeWire, lineFor, StaticRegistry, type EncodedJob, type UnknownAnswer } from './job-wire.js';
+import { childRecord, encodeWire, lineFor, StaticRegistry, staticLinesOf, type EncodedJob, type UnknownAnswer } from './job-wire.js';
 import {
   FLUSH_LINE,
   failureResponse,
@@ -664,9 +664,11 @@ class SandboxPool implements SandboxEvaluator {
     w.lastAnswered = undefined;
     const notStarted = w.inflight.splice(0);
     for (let i = notStarted.length - 1; i >= 0; i--) this.enqueue(notStarted[i]!, true);
-    // Lines not yet written are not written at all (their jobs are queued again above).
+    // Job lines not yet written are not written at all (their jobs are queued again above); static halves among them
+    // still go, before the flush line, since this child is recorded as holding them.
+    const halves = staticLinesOf(w.out);
     w.out = '';
-    w.proc.stdin.write(FLUSH_LINE + '\n');
+    w.proc.stdin.write(halves + FLUSH_LINE + '\n');
     w.spare = true;
     this.rebalance();
     this.pump();

@@ -204,6 +204,17 @@ export type UnknownAnswer = { t: 'unknown'; id: number };
 export const unknownLine = (id: number): string => `{"t":"unknown","id":${id}}`;
 
 const STATIC_PREFIX = '{"t":"s","id":';
+
+/**
+ * The static-half lines of a text of lines about to be discarded (each with its newline). The host recorded each half
+ * as held by the child when it queued the line, so the lines must still reach the child (it keeps a half even while
+ * draining), or its jobs would come back as `unknown` and be sent again in full.
+ */
+export function staticLinesOf(text: string): string {
+  let kept = '';
+  for (const line of text.split('\n')) if (line.startsWith(STATIC_PREFIX)) kept += line + '\n';
+  return kept;
+}
 const JOB_PREFIX = '{"t":"j","id":';
 
 /** The id after a prefix, up to the next comma; NaN when the line is not in the expected shape. */

@@ -285,6 +285,33 @@ describe('job wire through the pool: a child that does not hold the static half'
       await ev.close();
     }
   });
+  it('static halves queued for a child when it gives up its isolate still reach it: no job comes back as unknown', async () => {
+    const ev = createSandboxEvaluator({ workers: 1, spares: 0, timeoutMs: 10_000, memoryMb: 64 });
+    try {
+      await ev.ready();
+      // The jobs below are submitted while the bomb runs (it takes longer than 10 ms to fill its heap): they wait in
+      // the queue (the pool never queues behind a head that has run more than a few ms), then go to the child with the bomb's answer, each with its own
+      // static half (their tests differ), in the same turn as the child's renewal notice when both lines come in one
+      // read. The halves were then recorded as held and never written.
+      const bomb = "(() => { const a = []; for (;;) a.push('y'.repeat(1 << 20) + a.length); })()";
+      const jobOf = (expression: string): ExpressionJob => ({ ...engineJob({ HOST: 'h', PORT: '1' }), consts: [], tests: [{ key: 'PORT', expressions: [expression] }] });
+      const pool = ev as unknown as { workers: Set<{ inflight: unknown[]; headSince: number }>; staticResends: number };
+      let settled = false;
+      const bombDone = ev.run(jobOf(bomb)).finally(() => (settled = true));
+      const [w] = [...pool.workers];
+      while (!settled && !(w!.inflight.length === 1 && performance.now() - w!.headSince > 10)) await new Promise((r) => setImmediate(r));
+      assert.equal(settled, false, 'the bomb is still running when the other jobs are submitted');
+      const light = ['$.value === 1', 'true', '$.key === "PORT"'].map((e) => ev.run(jobOf(e)));
+      assert.equal(w!.inflight.length, 1, 'the light jobs wait behind the running bomb');
+      const [b, ...rest] = await Promise.all([bombDone, ...light]);
+      assert.equal(b!.tests[0]!.kind, 'memory-limit');
+      for (const r of rest) assert.deepEqual(r, { consts: [], tests: [] });
+      assert.equal(ev.replacements().renewals, 1);
+      assert.equal(pool.staticResends, 0);
+    } finally {
+      await ev.close();
+    }
+  });
 });
 
 describe('job wire through the pool', () => {
