@@ -14,7 +14,7 @@
  * - Budget: the jobs of one request (RunContext.usage) share a CPU-time and a restart budget.
  */
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Socket } from 'node:net';
 import type { Readable, Writable } from 'node:stream';
@@ -28,6 +28,7 @@ import {
   memoryLimitMessage,
   timeLimitMessage,
   watchdogMs,
+  cpuWatchdogMs,
   type AnswerMeta,
   type ChildNotice,
   type OverloadedAnswer,
@@ -156,7 +157,11 @@ interface Worker {
   /** The job answered last: the one to charge when the child then renews its isolate. */
   lastAnswered: Pending | undefined;
   watchdog: NodeJS.Timeout | undefined;
+  /** The child's CPU time (ms, from /proc) when the head job became the head; undefined where /proc is not readable. */
+  headCpuMs: number | undefined;
   killedForTime: boolean;
+  /** Killed by the watchdog after the head job used more CPU time than any job can (see startHead): it is to blame. */
+  killedForCpu: boolean;
   /** The child wrote a V8 fatal-error report: the job it was running made V8 abort the process. */
   fatalReport: boolean;
   buffer: string;
@@ -176,6 +181,21 @@ const PIPELINE_DEPTH = 4;
  * first child to free up takes it, rather than behind a possibly runaway job in one child's pipe.
  */
 const SLOW_HEAD_MS = 5;
+
+/**
+ * CPU time of a process so far (ms): user plus system time of all its threads, from /proc/<pid>/stat (fields 14 and
+ * 15, in clock ticks of 1/100 s). Undefined where that cannot be read (not Linux, or the process is gone).
+ */
+function processCpuMs(pid: number | undefined): number | undefined {
+  if (pid === undefined) return undefined;
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    const ms = (Number(fields[11]) + Number(fields[12])) * 10;
+    return Number.isFinite(ms) ? ms : undefined;
+  } catch {
+    return undefined;
+  }
+}
 
 /**
  * The start of V8's fatal-error reports ("Fatal JavaScript invalid size error", "FATAL ERROR: ... out of memory"). A
@@ -526,17 +546,36 @@ class SandboxPool implements SandboxEvaluator {
 
   /**
    * The head job starts running now. The child enforces the budget itself; the watchdog only catches a child that
-   * stops answering (stuck native code, a stopped process). It allows every attempt the child may make.
+   * does not stop: one whose process has used more CPU time since the head started than any job's attempts can (a
+   * builtin that V8 cannot interrupt, such as `new Array(1e9).fill(0)`: measured, it ran 13 s before the wall-clock
+   * watchdog, then 13 s more when run again), or, where the CPU time cannot be read or the child does not run at all
+   * (a stopped process), one that has not answered within every attempt's wall allowance.
    */
   private startHead(w: Worker): void {
     if (w.watchdog) clearTimeout(w.watchdog);
     w.headSince = performance.now();
     w.killedForTime = false;
-    w.watchdog = setTimeout(() => {
+    w.killedForCpu = false;
+    w.headCpuMs = processCpuMs(w.proc.pid);
+    const wallMs = watchdogMs(this.options.timeoutMs);
+    const cpuMs = cpuWatchdogMs(this.options.timeoutMs);
+    const check = (): void => {
+      const ranMs = performance.now() - w.headSince;
+      const now = w.headCpuMs === undefined ? undefined : processCpuMs(w.proc.pid);
+      const usedMs = now === undefined ? undefined : now - w.headCpuMs!;
+      if (usedMs !== undefined && usedMs >= cpuMs) w.killedForCpu = true;
+      else if (ranMs < wallMs) {
+        // Neither limit reached: look again when the first of them could be.
+        const next = Math.min(wallMs - ranMs, usedMs === undefined ? Infinity : cpuMs - usedMs);
+        w.watchdog = setTimeout(check, Math.max(20, next));
+        return;
+      }
       w.killedForTime = true;
       w.proc.kill('SIGKILL');
-    }, watchdogMs(this.options.timeoutMs));
+    };
+    w.watchdog = setTimeout(check, Math.min(cpuMs, wallMs));
   }
+
 
   private spawnWorker(spare: boolean): void {
     const config = JSON.stringify({
@@ -561,7 +600,9 @@ class SandboxPool implements SandboxEvaluator {
       headSince: 0,
       lastAnswered: undefined,
       watchdog: undefined,
+      headCpuMs: undefined,
       killedForTime: false,
+      killedForCpu: false,
       fatalReport: false,
       buffer: '',
       statics: childRecord(),
@@ -719,7 +760,7 @@ class SandboxPool implements SandboxEvaluator {
     if (head) {
       this.chargeRestart(head);
       if (head.usage?.exceeded) head.reject(head.usage.exceeded);
-      else if (head.suspect === 0 && !w.fatalReport) {
+      else if (head.suspect === 0 && !w.fatalReport && !w.killedForCpu) {
         // The child ended without saying why (it may have been stuck or killed for another reason): run the job once
         // more on another child before blaming it.
         head.suspect++;

@@ -130,6 +130,15 @@ export function watchdogMs(budgetMs: number): number {
   return attempts + Math.max(50, budgetMs) + Math.max(500, budgetMs);
 }
 
+/**
+ * The host's CPU watchdog for one job (ms of the child's CPU time): every attempt the child may make can use at most
+ * the budget each, plus one budget for the partial answer, plus a second for what the child does between jobs (an
+ * isolate renewal after an answer is counted against the next head).
+ */
+export function cpuWatchdogMs(budgetMs: number): number {
+  return (WALL_FACTORS.length + 1) * budgetMs + 1000;
+}
+
 export const IMPORT_MESSAGE = 'dynamic import() is not available in the sandbox';
 export const timeLimitMessage = (ms: number): string => `exceeded the time limit of ${ms} ms`;
 export const memoryLimitMessage = (mb: number): string => `exceeded the sandbox memory limit of ${mb} MB`;

@@ -69,6 +69,25 @@ describe('sandbox pool', () => {
     }
   });
 
+  it('a builtin V8 cannot interrupt is stopped by the CPU watchdog, blamed at once, and never run a second time', async () => {
+    // `new Array(1e9).fill(0)` ignores isolated-vm's timeout; the child can only be killed. Its process shows the CPU
+    // time the job used, so the host kills it as soon as that passes what any job may use (cpuWatchdogMs) and answers
+    // time-limit without running the job again: exactly one child is replaced. (Before: the wall-clock watchdog, after
+    // 127 budgets, then a second run on another child: 27 s of CPU for one expression with a 100 ms budget.)
+    const pool = createSandboxEvaluator({ workers: 1, spares: 0, timeoutMs: 100, memoryMb: 64 });
+    try {
+      await pool.ready();
+      const before = pool.replacements();
+      const r = await pool.run(oneTest('new Array(1e9).fill(0)'));
+      assert.deepEqual(outcomeOf(r.tests), { kind: 'time-limit', message: 'exceeded the time limit of 100 ms' });
+      await pool.ready();
+      assert.equal(pool.replacements().spawns, before.spawns + 1, 'one kill, no second run');
+      assert.equal(outcomeOf((await pool.run(oneTest('true'))).tests), 'ok');
+    } finally {
+      await pool.close();
+    }
+  });
+
   it('replaces a child killed from outside while idle', async () => {
     await ev.ready();
     const [victim] = ev.pids();
