@@ -586,8 +586,6 @@ class SandboxPool implements SandboxEvaluator {
     w.watchdog = setTimeout(check, Math.min(FIRST_CPU_LOOK_MS, wallMs));
   }
 
-
-
   private spawnWorker(spare: boolean): void {
     const config = JSON.stringify({
       bundle: this.bundleFile,

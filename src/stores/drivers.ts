@@ -11,15 +11,16 @@ import type SqliteConstructor from 'better-sqlite3';
 
 const load = createRequire(import.meta.url);
 
-function once<T>(name: string, open: (name: string) => T = (n) => load(n) as T): () => T {
+/** `open` runs on the first call only; later calls return what it gave. */
+function once<T>(open: () => T): () => T {
   let module: T | undefined;
-  return () => (module ??= open(name));
+  return () => (module ??= open());
 }
 
-export const pgDriver = once<typeof PgModule>('pg');
-export const mysqlDriver = once<typeof MysqlModule>('mysql2/promise');
-export const redisDriver = once<typeof IoredisModule>('ioredis');
-export const etcdDriver = once<typeof Etcd3Module>('etcd3');
+export const pgDriver = once(() => load('pg') as typeof PgModule);
+export const mysqlDriver = once(() => load('mysql2/promise') as typeof MysqlModule);
+export const redisDriver = once(() => load('ioredis') as typeof IoredisModule);
+export const etcdDriver = once(() => load('etcd3') as typeof Etcd3Module);
 /**
  * The SQLite driver: better-sqlite3, one release line per Node major. Version 12 (a V8-API addon, compiled at install)
  * is the only line that works on Node 20; on Node 24 its native destructors can abort the whole process when the
@@ -51,7 +52,7 @@ export function describeSqliteBuild(): string {
   }
 }
 
-export const sqliteDriver = once<typeof SqliteConstructor>('', () => {
+export const sqliteDriver = once((): typeof SqliteConstructor => {
   const alias = sqliteBuildName();
   try {
     return load(alias) as typeof SqliteConstructor;
