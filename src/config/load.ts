@@ -8,12 +8,12 @@ import { readFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { CfguError, ConfigurationError } from '../core/errors.js';
-import { createStore, STORE_SETTINGS } from '../stores/index.js';
+import { createStore, parseStoreSettings } from '../stores/index.js';
 import { normaliseStoreType, STORE_TYPES } from '../stores/normalise.js';
 import { NO_CONFIG_FILE, findConfigFile } from './find.js';
 import { parseYaml } from './yaml.js';
 import { renderVariables, type TemplateRenderer } from './render.js';
-import { unknownPropertyMessage } from './suggest.js';
+import { unknownPropertyMessage } from '../core/suggest.js';
 import type { LoadedConfiguration, StoreDefinition } from './types.js';
 
 export interface LoadConfigurationOptions {
@@ -222,17 +222,12 @@ export async function loadConfiguration(options: LoadConfigurationOptions = {}):
     const type = normaliseStoreType(def.type);
     if (!type) return fail(`${property}: unknown store type "${def.type}"; known types: ${STORE_TYPES.join(', ')}`, property);
     const configuration: Record<string, unknown> = { ...(def.configuration ?? {}) };
-    const known = STORE_SETTINGS[type];
-    for (const setting of Object.keys(configuration)) {
-      if (known.includes(setting)) continue;
-      const where = propertyPath(`/stores/${name.replace(/~/g, '~0').replace(/\//g, '~1')}/configuration`, setting);
-      return fail(unknownPropertyMessage(where, setting, known), where);
-    }
     for (const setting of PATH_SETTINGS[type] ?? []) {
       if (setting in configuration) configuration[setting] = resolvePathSetting(configuration[setting], folder, env);
     }
     // Check the store's settings now (nothing connects): a bad setting is a start-up error, not a request error.
     try {
+      parseStoreSettings(type, configuration, name, propertyPath(`/stores/${name.replace(/~/g, '~0').replace(/\//g, '~1')}/configuration`));
       await createStore(type, configuration, name).close();
     } catch (e) {
       if (e instanceof ConfigurationError) return fail(e.message, e.property);

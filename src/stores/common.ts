@@ -3,7 +3,7 @@
  * StoreUnavailableErrors, timeouts, the Configu row id, identifier checks, batch de-duplication.
  */
 import { createHash } from 'node:crypto';
-import { CfguError, ConfigurationError, StoreUnavailableError } from '../core/errors.js';
+import { CfguError, StoreUnavailableError } from '../core/errors.js';
 import type { Config, ConfigQuery } from './types.js';
 
 /** Default connect and query timeout of network stores, in milliseconds. */
@@ -90,61 +90,8 @@ export function answerFrom(rows: Iterable<Config>, queries: readonly ConfigQuery
   return out;
 }
 
-// ---------------------------------------------------------------------------------------------------------------
-// Configuration readers. `what` names the store for messages.
-
+/** A store's `configuration` as written in `.configu` (src/stores/settings.ts parses it). */
 export type StoreSettings = Record<string, unknown>;
-
-function bad(store: string, property: string, expected: string): never {
-  throw new ConfigurationError(
-    `store "${store}": configuration.${property} must be ${expected}`,
-    undefined,
-    `stores.${store}.configuration.${property}`,
-  );
-}
-
-export function optString(conf: StoreSettings, prop: string, store: string): string | undefined {
-  const v = conf[prop];
-  if (v === undefined || v === null) return undefined;
-  if (typeof v === 'string') return v;
-  if (typeof v === 'number') return String(v);
-  return bad(store, prop, 'a string');
-}
-
-export function reqString(conf: StoreSettings, prop: string, store: string): string {
-  const v = optString(conf, prop, store);
-  if (v === undefined || v === '') return bad(store, prop, 'a non-empty string');
-  return v;
-}
-
-export function optNumber(conf: StoreSettings, prop: string, store: string): number | undefined {
-  const v = conf[prop];
-  if (v === undefined || v === null || v === '') return undefined;
-  const n = typeof v === 'string' ? Number(v) : v;
-  if (typeof n !== 'number' || !Number.isFinite(n) || n < 0) return bad(store, prop, 'a non-negative number');
-  return n;
-}
-
-/** `timeout` (ms) of a store's configuration, for connecting and for each query. */
-export function timeoutOf(conf: StoreSettings, store: string): number {
-  return optNumber(conf, 'timeout', store) ?? DEFAULT_TIMEOUT_MS;
-}
-
-const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
-
-/** Validates a table name as a plain SQL identifier (letters, digits, `_`; at most 63 characters). */
-export function tableNameOf(conf: StoreSettings, store: string): string {
-  const name = optString(conf, 'tableName', store) ?? 'config';
-  if (!IDENTIFIER.test(name)) {
-    throw new ConfigurationError(
-      `store "${store}": configuration.tableName "${name.slice(0, 80)}" is not a valid table name ` +
-        `(letters, digits and _, not starting with a digit, at most 63 characters)`,
-      undefined,
-      `stores.${store}.configuration.tableName`,
-    );
-  }
-  return name;
-}
 
 /** Index names derived from a table name, kept within the 63/64-character identifier limits. */
 export const indexName = (prefix: string, table: string): string => `${prefix}_${table}`.slice(0, 63);

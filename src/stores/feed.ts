@@ -10,7 +10,6 @@
  *     polls looks at once; a kind whose own writes are invisible to its check reports them directly).
  *   - changedSets: which sets differ between two per-set snapshots (the polled kinds report precise sets).
  */
-import { ConfigurationError } from '../core/errors.js';
 import type { ChangeFeed, ChangeListener, ChangeNotice, Config } from './types.js';
 
 /** Default period of the periodic checks (ms), per kind, when `feedIntervalMs` is not set. */
@@ -24,21 +23,6 @@ export const DEFAULT_FEED_INTERVAL_MS = {
   /** One MGET of the storage keys this store has read (Redis without keyspace notifications). */
   redis: 1000,
 } as const;
-
-/** The check interval of a store's configuration (`feedIntervalMs`): at least 10 ms. */
-export function feedIntervalOf(conf: Record<string, unknown>, store: string, fallback: number): number {
-  const v = conf.feedIntervalMs;
-  if (v === undefined || v === null || v === '') return fallback;
-  const n = typeof v === 'string' ? Number(v) : v;
-  if (typeof n !== 'number' || !Number.isFinite(n) || n < 10 || n > 3_600_000) {
-    throw new ConfigurationError(
-      `store "${store}": configuration.feedIntervalMs must be a number of milliseconds from 10 to 3600000`,
-      undefined,
-      `stores.${store}.configuration.feedIntervalMs`,
-    );
-  }
-  return n;
-}
 
 /**
  * The life of a feed with a reconnection loop: `pause(ms)` waits on an unref'd timer (a feed never keeps the process

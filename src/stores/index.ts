@@ -1,14 +1,14 @@
 /** Store kinds behind one `ConfigStore` interface, and the factory that builds one from a `.configu` definition. */
 import { ConfigurationError } from '../core/errors.js';
-import { optNumber, optString, reqString, tableNameOf, timeoutOf, type StoreSettings } from './common.js';
+import type { StoreSettings } from './common.js';
 import { EtcdConfigStore } from './etcd.js';
 import { InMemoryConfigStore } from './in-memory.js';
 import { JsonFileConfigStore } from './json-file.js';
 import { MysqlConfigStore } from './mysql.js';
-import { DEFAULT_FEED_INTERVAL_MS, feedIntervalOf } from './feed.js';
 import { normaliseStoreType, STORE_TYPES, type StoreType } from './normalise.js';
 import { PostgresConfigStore } from './postgresql.js';
 import { RedisConfigStore } from './redis.js';
+import { parseStoreSettings, type StoreSettingsOf } from './settings.js';
 import { SqliteConfigStore } from './sqlite.js';
 import type { ConfigStore } from './types.js';
 
@@ -24,51 +24,12 @@ export { EtcdConfigStore } from './etcd.js';
 export { BackupDatabase } from './backup.js';
 export { configId, DEFAULT_TIMEOUT_MS } from './common.js';
 
-const SQL_SERVER_SETTINGS = [
-  'url', 'host', 'port', 'username', 'user', 'password', 'database', 'ssl', 'tableName', 'timeout', 'poolSize', 'feedIntervalMs',
-] as const;
+export { parseStoreSettings, STORE_SCHEMAS, STORE_SETTINGS, type StoreSettingsOf } from './settings.js';
 
-/**
- * The `configuration` properties each store kind reads (and nothing else: `.configu` loading rejects any other name,
- * so a misspelt `tablename` is a start-up error instead of data silently going to the default table).
- */
-export const STORE_SETTINGS: Readonly<Record<StoreType, readonly string[]>> = {
-  'json-file': ['path', 'watch', 'recheckMs', 'lockTimeoutMs', 'staleLockMs', 'feedIntervalMs'],
-  'in-memory': [],
-  sqlite: ['database', 'tableName', 'timeout', 'feedIntervalMs'],
-  postgresql: [...SQL_SERVER_SETTINGS, 'notify'],
-  mysql: SQL_SERVER_SETTINGS,
-  mariadb: SQL_SERVER_SETTINGS,
-  redis: ['url', 'host', 'port', 'username', 'password', 'db', 'timeout', 'feedIntervalMs'],
-  etcd: ['hosts', 'host', 'url', 'username', 'password', 'timeout'],
-};
-
-function optBoolean(conf: StoreSettings, prop: string, store: string): boolean | undefined {
-  const v = conf[prop];
-  if (v === undefined || v === null) return undefined;
-  if (typeof v === 'boolean') return v;
-  if (v === 'true' || v === 'false') return v === 'true';
-  throw new ConfigurationError(
-    `store "${store}": configuration.${prop} must be a boolean`,
-    undefined,
-    `stores.${store}.configuration.${prop}`,
-  );
-}
-
-function sqlServerOptions(conf: StoreSettings, name: string) {
-  return {
-    feedIntervalMs: feedIntervalOf(conf, name, DEFAULT_FEED_INTERVAL_MS.sql),
-    url: optString(conf, 'url', name),
-    host: optString(conf, 'host', name),
-    port: optNumber(conf, 'port', name),
-    username: optString(conf, 'username', name) ?? optString(conf, 'user', name),
-    password: optString(conf, 'password', name),
-    database: optString(conf, 'database', name),
-    ssl: conf.ssl,
-    tableName: tableNameOf(conf, name),
-    timeoutMs: timeoutOf(conf, name),
-    poolSize: optNumber(conf, 'poolSize', name),
-  };
+/** The options of the SQL server kinds from their parsed settings (`user` is another name for `username`). */
+function sqlServerOptions(s: StoreSettingsOf<'mysql'>) {
+  const { user, timeout, ...rest } = s;
+  return { ...rest, username: rest.username ?? user, timeoutMs: timeout };
 }
 
 /**
@@ -77,58 +38,30 @@ function sqlServerOptions(conf: StoreSettings, name: string) {
  */
 export function createStore(type: string, configuration: StoreSettings = {}, name: string = type): ConfigStore {
   const kind: StoreType | undefined = normaliseStoreType(type);
-  const conf = configuration ?? {};
   switch (kind) {
     case 'in-memory':
+      parseStoreSettings(kind, configuration, name);
       return new InMemoryConfigStore(name);
     case 'json-file':
-      return new JsonFileConfigStore(name, {
-        path: reqString(conf, 'path', name),
-        watch: optBoolean(conf, 'watch', name),
-        recheckMs: optNumber(conf, 'recheckMs', name),
-        lockTimeoutMs: optNumber(conf, 'lockTimeoutMs', name),
-        staleLockMs: optNumber(conf, 'staleLockMs', name),
-        feedIntervalMs: feedIntervalOf(conf, name, DEFAULT_FEED_INTERVAL_MS['json-file']),
-      });
-    case 'sqlite':
-      return new SqliteConfigStore(name, {
-        database: reqString(conf, 'database', name),
-        tableName: tableNameOf(conf, name),
-        timeoutMs: timeoutOf(conf, name),
-        feedIntervalMs: feedIntervalOf(conf, name, DEFAULT_FEED_INTERVAL_MS.sqlite),
-      });
-    case 'postgresql':
-      return new PostgresConfigStore(name, { ...sqlServerOptions(conf, name), notify: optBoolean(conf, 'notify', name) ?? false });
+      return new JsonFileConfigStore(name, parseStoreSettings(kind, configuration, name));
+    case 'sqlite': {
+      const { timeout, ...rest } = parseStoreSettings(kind, configuration, name);
+      return new SqliteConfigStore(name, { ...rest, timeoutMs: timeout });
+    }
+    case 'postgresql': {
+      const { notify, ...rest } = parseStoreSettings(kind, configuration, name);
+      return new PostgresConfigStore(name, { ...sqlServerOptions(rest), notify: notify ?? false });
+    }
     case 'mysql':
     case 'mariadb':
-      return new MysqlConfigStore(name, sqlServerOptions(conf, name), kind);
-    case 'redis':
-      return new RedisConfigStore(name, {
-        url: optString(conf, 'url', name),
-        host: optString(conf, 'host', name),
-        port: optNumber(conf, 'port', name),
-        username: optString(conf, 'username', name),
-        password: optString(conf, 'password', name),
-        db: optNumber(conf, 'db', name),
-        timeoutMs: timeoutOf(conf, name),
-        feedIntervalMs: feedIntervalOf(conf, name, DEFAULT_FEED_INTERVAL_MS.redis),
-      });
+      return new MysqlConfigStore(name, sqlServerOptions(parseStoreSettings(kind, configuration, name)), kind);
+    case 'redis': {
+      const { timeout, ...rest } = parseStoreSettings(kind, configuration, name);
+      return new RedisConfigStore(name, { ...rest, timeoutMs: timeout });
+    }
     case 'etcd': {
-      const hosts = conf.hosts ?? conf.host ?? conf.url;
-      const list = typeof hosts === 'string' ? [hosts] : Array.isArray(hosts) ? hosts : [];
-      if (!list.length || !list.every((h) => typeof h === 'string' && h !== '')) {
-        throw new ConfigurationError(
-          `store "${name}": configuration.hosts must be a URL or a list of URLs (e.g. http://127.0.0.1:2379)`,
-          undefined,
-          `stores.${name}.configuration.hosts`,
-        );
-      }
-      return new EtcdConfigStore(name, {
-        hosts: list as string[],
-        username: optString(conf, 'username', name),
-        password: optString(conf, 'password', name),
-        timeoutMs: timeoutOf(conf, name),
-      });
+      const s = parseStoreSettings(kind, configuration, name);
+      return new EtcdConfigStore(name, { hosts: (s.hosts ?? s.host ?? s.url)!, username: s.username, password: s.password, timeoutMs: s.timeout });
     }
     default:
       throw new ConfigurationError(

@@ -193,9 +193,13 @@ export class RedisConfigStore implements ConfigStore {
     const removeHook = () => this.readHooks.delete(onRead);
 
     let keyspace = false;
-    /** One look: MGET the keys reads asked for; report the sets of those whose value moved. */
-    const look = async (): Promise<void> => {
-      if (keyspace) return;
+    /**
+     * One look: MGET the keys reads asked for; report the sets of those whose value moved. False when the store did
+     * not answer (reported as an outage). Looks never overlap (`lookOnce`): a look begun during an outage that fails
+     * late must not report an outage after the look that found the server back.
+     */
+    const look = async (): Promise<boolean> => {
+      if (keyspace) return true;
       const keys = this.read.keys();
       const changed = new Set<string>();
       try {
@@ -216,12 +220,15 @@ export class RedisConfigStore implements ConfigStore {
         for (const k of values.keys()) if (!this.read.completed(k)) values.delete(k);
       } catch (e) {
         sink.fail(unavailable(this.name, e, this.secrets()));
-        return;
+        return false;
       }
       if (changed.size) sink.change({ sets: [...changed] });
       else sink.ok();
+      return true;
     };
-    const poller = new Poller(this.options.feedIntervalMs ?? DEFAULT_FEED_INTERVAL_MS.redis, look);
+    let looking: Promise<boolean> = Promise.resolve(true);
+    const lookOnce = (): Promise<boolean> => (looking = looking.then(look, look));
+    const poller = new Poller(this.options.feedIntervalMs ?? DEFAULT_FEED_INTERVAL_MS.redis, () => lookOnce().then(() => undefined));
 
     const sub = this.makeClient({ autoResubscribe: false, enableOfflineQueue: true, commandTimeout: undefined });
     const db = sub.options.db ?? 0;
@@ -264,8 +271,9 @@ export class RedisConfigStore implements ConfigStore {
           return;
         }
         // Subscribed (first time, or again after an outage), and without keyspace events a first look taken (the
-        // baseline): anything may have changed before, so say so.
-        if (!keyspace) await look();
+        // baseline): anything may have changed before, so say so. When that look finds the store still down (the
+        // subscriber is back before the connection that reads), the poller's first look that answers says it.
+        if (!keyspace && !(await lookOnce())) return;
         if (!closed) sink.change({});
       })();
     });

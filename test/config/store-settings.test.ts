@@ -6,9 +6,9 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { loadConfiguration } from '../../src/config/index.js';
-import { closestName } from '../../src/config/suggest.js';
+import { closestName } from '../../src/core/suggest.js';
 import { ConfigurationError } from '../../src/core/errors.js';
-import { createStore, STORE_SETTINGS, STORE_TYPES } from '../../src/stores/index.js';
+import { createStore, DEFAULT_TIMEOUT_MS, parseStoreSettings, STORE_SCHEMAS, STORE_SETTINGS, STORE_TYPES, type StoreType } from '../../src/stores/index.js';
 
 const TMP = join(fileURLToPath(new URL('.', import.meta.url)), '..', '.tmp', `settings-${Date.now().toString(36)}${randomBytes(3).toString('hex')}`);
 mkdirSync(TMP, { recursive: true });
@@ -128,29 +128,49 @@ describe('store configuration: unknown properties are start-up errors', () => {
   });
 });
 
-describe('the list of settings is the list the store kinds read', () => {
-  /** The property names createStore reads from a configuration (with and without the required ones present). */
-  function readsOf(type: string): string[] {
-    const read = new Set<string>();
-    const recording = (target: Record<string, unknown>) =>
-      new Proxy(target, {
-        get(t, p) {
-          if (typeof p === 'string') read.add(p);
-          return Reflect.get(t, p);
-        },
-      });
-    for (const target of [{}, { path: '/tmp/x.json', database: '/tmp/x.db', hosts: 'http://127.0.0.1:2379' }]) {
-      try {
-        void createStore(type, recording(target), 's').close();
-      } catch (e) {
-        assert.ok(e instanceof ConfigurationError, String(e));
-      }
-    }
-    return [...read].sort();
-  }
+describe('the settings as the store kinds receive them (src/stores/settings.ts)', () => {
+  test('the list of settings is the schema of each kind', () => {
+    for (const type of STORE_TYPES) assert.deepEqual(STORE_SETTINGS[type], Object.keys(STORE_SCHEMAS[type].shape), type);
+  });
 
-  test('for every kind', () => {
-    for (const type of STORE_TYPES) assert.deepEqual(readsOf(type), [...STORE_SETTINGS[type]].sort(), type);
+  test('numbers and booleans from their text (a rendered variable), defaults, and the other names of a setting', () => {
+    const pg = parseStoreSettings('postgresql', { host: '127.0.0.1', port: '5433', user: 'me', notify: 'true', poolSize: '', feedIntervalMs: '250' }, 's');
+    assert.deepEqual(
+      { port: pg.port, user: pg.user, notify: pg.notify, poolSize: pg.poolSize, feedIntervalMs: pg.feedIntervalMs, tableName: pg.tableName, timeout: pg.timeout },
+      { port: 5433, user: 'me', notify: true, poolSize: undefined, feedIntervalMs: 250, tableName: 'config', timeout: DEFAULT_TIMEOUT_MS },
+    );
+    const json = parseStoreSettings('json-file', { path: '/tmp/c.json', watch: 'false', staleLockMs: 0 }, 's');
+    assert.deepEqual(json, { path: '/tmp/c.json', watch: false, staleLockMs: 0 });
+    assert.equal(parseStoreSettings('redis', { password: 1234 }, 's').password, '1234', 'a number where text is expected is its text');
+    assert.deepEqual(parseStoreSettings('etcd', { host: 'http://127.0.0.1:2379' }, 's').host, ['http://127.0.0.1:2379']);
+    assert.deepEqual(parseStoreSettings('etcd', { url: ['http://a:2379', 'http://b:2379'] }, 's').url, ['http://a:2379', 'http://b:2379']);
+  });
+
+  test('values of the wrong kind: the message names the store, the setting and what it must be', () => {
+    const cases: [StoreType, Record<string, unknown>, string, string][] = [
+      ['redis', { port: 'six' }, 'port', 'must be a non-negative number'],
+      ['redis', { db: -1 }, 'db', 'must be a non-negative number'],
+      ['redis', { timeout: Infinity }, 'timeout', 'must be a non-negative number'],
+      ['redis', { host: { name: 'x' } }, 'host', 'must be a string'],
+      ['json-file', { path: '' }, 'path', 'must be a non-empty string'],
+      ['json-file', { path: './c.json', watch: 'yes' }, 'watch', 'must be a boolean'],
+      ['sqlite', { database: './c.db', tableName: '1x' }, 'tableName', '"1x" is not a valid table name (letters, digits and _, not starting with a digit, at most 63 characters)'],
+      ['etcd', {}, 'hosts', 'must be a URL or a list of URLs (e.g. http://127.0.0.1:2379)'],
+      ['etcd', { hosts: [''] }, 'hosts', 'must be a URL or a list of URLs (e.g. http://127.0.0.1:2379)'],
+      ['etcd', { hosts: 5 }, 'hosts', 'must be a URL or a list of URLs (e.g. http://127.0.0.1:2379)'],
+    ];
+    for (const [type, configuration, property, message] of cases) {
+      assert.throws(
+        () => createStore(type, configuration, 's'),
+        (e: unknown) => {
+          assert.ok(e instanceof ConfigurationError, String(e));
+          assert.equal(e.message, `store "s": configuration.${property} ${message}`);
+          assert.equal(e.property, `stores.s.configuration.${property}`);
+          return true;
+        },
+        `${type} ${JSON.stringify(configuration)}`,
+      );
+    }
   });
 });
 
