@@ -2,7 +2,7 @@
 // 1. every `scripts/build-*.mjs` step (e.g. the sandbox library bundle), then
 // 2. the application bundles in dist/ (esbuild; dependencies stay external in node_modules).
 import { build } from 'esbuild';
-import { existsSync, readdirSync } from 'node:fs';
+import { existsSync, readdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 
@@ -27,6 +27,8 @@ const entryPoints = Object.fromEntries(
   Object.entries(entries).filter(([, src]) => existsSync(join(root, src))).map(([name, src]) => [name, join(root, src)]),
 );
 if (Object.keys(entryPoints).length) {
+  // Chunk names carry a content hash: the chunks of an earlier build go first.
+  rmSync(join(root, 'dist/chunks'), { recursive: true, force: true });
   await build({
     entryPoints,
     outdir: join(root, 'dist'),
@@ -35,6 +37,10 @@ if (Object.keys(entryPoints).length) {
     format: 'esm',
     target: 'node20',
     packages: 'external',
+    // Code shared by the entries, and each command's own code (loaded by a dynamic import when the command runs), go
+    // into chunks: start-up loads only what the command needs.
+    splitting: true,
+    chunkNames: 'chunks/[name]-[hash]',
     sourcemap: true,
     logLevel: 'warning',
     banner: { js: "import { createRequire as __cfguCreateRequire } from 'node:module'; const require = __cfguCreateRequire(import.meta.url);" },

@@ -2,12 +2,6 @@
  * The `cfgu` dispatcher: a table of sub-commands, each a one-line summary and a function from its arguments (and the
  * I/O it may use) to an exit code. Add a sub-command by adding a row. The binary's entry point is bin.ts.
  */
-import { serveCommand } from './serve.js';
-import { evalCommand } from './commands/eval.js';
-import { exportCommand } from './commands/export.js';
-import { upsertCommand } from './commands/upsert.js';
-import { healthCommand } from './commands/health.js';
-import { tokenCommand } from './commands/token.js';
 import { processIO, type CommandIO } from './io.js';
 import { version } from '../server/version.js';
 import { describeSandboxBuild } from '../expressions/isolated-vm.js';
@@ -17,13 +11,21 @@ export interface SubCommand {
   run(argv: string[], io: CommandIO): Promise<number>;
 }
 
+// Each command's code is loaded when it runs (the build puts each in a chunk of its own): `cfgu health` or
+// `cfgu export` never loads the server, and `cfgu --version` loads none of them (docs/cli.md, "Start-up").
 export const commands: Record<string, SubCommand> = {
-  serve: { summary: 'run the configuration proxy server', run: serveCommand },
-  upsert: { summary: 'validate values and write them to a store', run: upsertCommand },
-  eval: { summary: 'evaluate a schema against a store and print the result (JSON)', run: evalCommand },
-  export: { summary: 'export an eval result from standard input (json, dotenv, yaml, ...)', run: exportCommand },
-  health: { summary: 'check a proxy running on this machine (for container health checks)', run: healthCommand },
-  token: { summary: 'create a scoped bearer token for the proxy and its .configu entry', run: tokenCommand },
+  serve: { summary: 'run the configuration proxy server', run: async (a, io) => (await import('./serve.js')).serveCommand(a, io) },
+  upsert: { summary: 'validate values and write them to a store', run: async (a, io) => (await import('./commands/upsert.js')).upsertCommand(a, io) },
+  eval: { summary: 'evaluate a schema against a store and print the result (JSON)', run: async (a, io) => (await import('./commands/eval.js')).evalCommand(a, io) },
+  export: {
+    summary: 'export an eval result from standard input (json, dotenv, yaml, ...)',
+    run: async (a, io) => (await import('./commands/export.js')).exportCommand(a, io),
+  },
+  health: {
+    summary: 'check a proxy running on this machine (for container health checks)',
+    run: async (a, io) => (await import('./commands/health.js')).healthCommand(a, io),
+  },
+  token: { summary: 'create a scoped bearer token for the proxy and its .configu entry', run: async (a, io) => (await import('./commands/token.js')).tokenCommand(a, io) },
 };
 
 function usage(): string {

@@ -5,9 +5,10 @@
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import rateLimit from '@fastify/rate-limit';
-import { Redis } from 'ioredis';
+import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
 import { RateLimitedError } from '../core/index.js';
+import { redisDriver } from '../stores/drivers.js';
 import type { RateLimitSettings } from './access-settings.js';
 
 /** The route option that turns the limit on for a route (`config: rateLimitRouteConfig(...)`). */
@@ -23,7 +24,7 @@ export async function registerRateLimit(
   let redis: Redis | undefined;
   if (settings.redisUrl) {
     // Fail fast instead of queueing while Redis is away: the limit is skipped (and logged), the request served.
-    redis = new Redis(settings.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false, connectTimeout: 2000, lazyConnect: false });
+    redis = new (redisDriver().Redis)(settings.redisUrl, { maxRetriesPerRequest: 1, enableOfflineQueue: false, connectTimeout: 2000, lazyConnect: false });
     redis.on('error', (e: Error) => {
       if (logger) logger.warn({ err: { type: e.name, message: e.message } }, 'rate-limit store (Redis) error; limits are not enforced meanwhile');
     });

@@ -15,20 +15,31 @@
  * gets no child span, wrapper or context at all.
  */
 import { SpanKind, SpanStatusCode, propagation, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
-import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
-import {
-  AlwaysOffSampler,
-  AlwaysOnSampler,
-  BatchSpanProcessor,
-  ParentBasedSampler,
-  TraceIdRatioBasedSampler,
-  TracerProvider,
-  type Sampler,
-} from '@opentelemetry/sdk-trace';
-import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
+import type * as CoreModule from '@opentelemetry/core';
+import type * as ExporterModule from '@opentelemetry/exporter-trace-otlp-http';
+import type * as ResourcesModule from '@opentelemetry/resources';
+import type * as SdkModule from '@opentelemetry/sdk-trace';
+import type * as ConventionsModule from '@opentelemetry/semantic-conventions';
+import type { Sampler } from '@opentelemetry/sdk-trace';
+import { createRequire } from 'node:module';
 import { version } from './version.js';
+
+/**
+ * The SDK, the exporter and their dependencies (about 200 modules, 60-80 ms to load) are loaded when tracing starts,
+ * not with the server: a server without an OTLP endpoint never loads them.
+ */
+const load = createRequire(import.meta.url);
+let sdkModules:
+  | { sdk: typeof SdkModule; core: typeof CoreModule; exporter: typeof ExporterModule; resources: typeof ResourcesModule; conventions: typeof ConventionsModule }
+  | undefined;
+const otel = () =>
+  (sdkModules ??= {
+    sdk: load('@opentelemetry/sdk-trace') as typeof SdkModule,
+    core: load('@opentelemetry/core') as typeof CoreModule,
+    exporter: load('@opentelemetry/exporter-trace-otlp-http') as typeof ExporterModule,
+    resources: load('@opentelemetry/resources') as typeof ResourcesModule,
+    conventions: load('@opentelemetry/semantic-conventions') as typeof ConventionsModule,
+  });
 
 export interface Tracing {
   readonly tracer: Tracer;
@@ -51,6 +62,7 @@ export function tracingRequested(env: NodeJS.ProcessEnv): boolean {
  * specification lists them; default `parentbased_always_on`. An unknown name falls back to the default.
  */
 export function samplerFromEnv(env: NodeJS.ProcessEnv): Sampler {
+  const { AlwaysOffSampler, AlwaysOnSampler, ParentBasedSampler, TraceIdRatioBasedSampler } = otel().sdk;
   const name = (env.OTEL_TRACES_SAMPLER ?? '').trim().toLowerCase();
   const raw = Number((env.OTEL_TRACES_SAMPLER_ARG ?? '').trim() || 1);
   const ratio = Number.isFinite(raw) && raw >= 0 && raw <= 1 ? raw : 1;
@@ -96,6 +108,12 @@ export function tracesUrl(env: NodeJS.ProcessEnv): string {
 /** Start tracing for this process when the environment asks for it (once; later calls return the same). */
 export function startTracing(env: NodeJS.ProcessEnv = process.env): Tracing | undefined {
   if (active || !tracingRequested(env)) return active;
+  const { sdk, core, exporter, resources, conventions } = otel();
+  const { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } = conventions;
+  const { BatchSpanProcessor, TracerProvider } = sdk;
+  const { OTLPTraceExporter } = exporter;
+  const { detectResources, envDetector, resourceFromAttributes } = resources;
+  const { W3CTraceContextPropagator } = core;
   const service = env.OTEL_SERVICE_NAME?.trim();
   const resource = resourceFromAttributes({ [ATTR_SERVICE_NAME]: 'cfgu', [ATTR_SERVICE_VERSION]: version })
     .merge(detectResources({ detectors: [envDetector] }))
