@@ -47,9 +47,14 @@ function seal(): string {
   const g = globalThis as Record<string, unknown>;
   const should = chai.should();
   const t0 = Date.now();
+  // The warm-up provokes thousands of errors on purpose (factories tried with wrong arguments); their stack traces
+  // are never read, and capturing them was most of the cost.
+  const stackTraceLimit = Error.stackTraceLimit;
+  Error.stackTraceLimit = 0;
   warmUp();
   const t1 = Date.now();
   const zodInternals = warmZod();
+  Error.stackTraceLimit = stackTraceLimit;
   const t2 = Date.now();
   // Remove what an expression must never have: shared memory, WebAssembly, deferred callbacks.
   for (const name of ['SharedArrayBuffer', 'Atomics', 'WebAssembly', 'FinalizationRegistry', 'WeakRef', '__cfguRuntime']) {
