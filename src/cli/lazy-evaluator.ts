@@ -25,9 +25,11 @@ export class LazyEvaluator implements ExpressionEvaluator {
 
   private sandbox(): Promise<TrustedEvaluator> {
     if (this.shared) return (this.started ??= Promise.resolve(this.shared));
-    // One command line evaluates one thing at a time: one sandbox process is enough (unless the environment says).
+    // One command line evaluates one thing at a time: one sandbox process is enough, and no warm spare (a command
+    // that lives seconds would start a second process, ~0.7 s of CPU, for a child that almost never dies; one that
+    // does is replaced). The environment's CONFIGU_EXPRESSION_* settings still apply.
     this.started ??= Promise.resolve().then(
-      async () => (await createSandboxEvaluator({ workers: 1, ...expressionOptionsFromEnv(this.env) })) as TrustedEvaluator,
+      async () => (await createSandboxEvaluator({ workers: 1, spares: 0, ...expressionOptionsFromEnv(this.env) })) as TrustedEvaluator,
     );
     return this.started;
   }
