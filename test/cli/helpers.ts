@@ -111,7 +111,7 @@ export function cfgu(args: string[], options: RunOptions): Promise<Ran> {
 
 let sandboxStarted: SandboxEvaluator | undefined;
 const sandboxNow = (): SandboxEvaluator =>
-  (sandboxStarted ??= createSandboxEvaluator({ workers: 1, ...expressionOptionsFromEnv(childEnv()) }));
+  (sandboxStarted ??= createSandboxEvaluator({ workers: 1, spares: 0, ...expressionOptionsFromEnv(childEnv()) }));
 
 /**
  * One expression sandbox shared by the in-process runs of a test file, started on first use (as a command starts its

@@ -5,7 +5,7 @@ import { exportPipeline, ValidationError, type EvalFailure, type EvalCommandInpu
 import { createSandboxEvaluator } from '../../src/expressions/index.js';
 import { MemoryStore, MemoryResolver } from '../helpers/engine.js';
 
-const expressions = createSandboxEvaluator({ workers: 2, timeoutMs: 200 });
+const expressions = createSandboxEvaluator({ workers: 2, spares: 0, timeoutMs: 200 });
 after(() => expressions.close());
 const stores = new MemoryResolver(
   [new MemoryStore('main', 'json-file', [{ set: 'prod', key: 'HOST', value: 'db.example.com' }, { set: '', key: 'PORT', value: '5432' }])],

@@ -173,7 +173,7 @@ describe('the host redacts what an evaluator hands back (the test evaluator reda
 });
 
 describe('the sandbox redacts before the host sees a message (defence in depth)', () => {
-  const sandbox = createSandboxEvaluator({ workers: 1, timeoutMs: 1000 });
+  const sandbox = createSandboxEvaluator({ workers: 1, spares: 0, timeoutMs: 1000 });
   after(() => sandbox.close());
 
   test('test and const outcomes come back redacted', async () => {

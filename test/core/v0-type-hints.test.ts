@@ -8,7 +8,7 @@ import { exportPipeline, prepareSchema, InputError, ValidationError } from '../.
 import { createSandboxEvaluator } from '../../src/expressions/index.js';
 import { MemoryResolver, MemoryStore } from '../helpers/engine.js';
 
-const expressions = createSandboxEvaluator({ workers: 1 });
+const expressions = createSandboxEvaluator({ workers: 1, spares: 0 });
 after(() => expressions.close());
 
 function typeMessage(type: unknown): string {

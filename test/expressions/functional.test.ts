@@ -11,7 +11,7 @@ import { CONFIGS, INPUT, oneTest, outcomeOf, view } from './helpers.js';
 
 let ev: SandboxEvaluator;
 before(async () => {
-  ev = createSandboxEvaluator({ workers: 2 });
+  ev = createSandboxEvaluator({ workers: 2, spares: 0 });
   await ev.ready();
 });
 after(() => ev.close());

@@ -11,7 +11,7 @@ const SECRET = 'victim-s3cret-7f3a9c';
 let ev: SandboxEvaluator;
 before(async () => {
   // A generous budget: the graph walk below visits every object of the realm on a possibly loaded machine.
-  ev = createSandboxEvaluator({ workers: 1, timeoutMs: 5000, memoryMb: 128 });
+  ev = createSandboxEvaluator({ workers: 1, spares: 0, timeoutMs: 5000, memoryMb: 128 });
   await ev.ready();
 });
 after(() => ev.close());

@@ -26,7 +26,7 @@ before(async () => {
   writeJson(join(dir, '.configu'), { stores: { main: { type: 'json-file', configuration: { path: 'data.json' } } } });
   registry = createStoreRegistry(await loadConfiguration({ file: join(dir, '.configu') }), { logger: { warn: () => undefined } });
   await registry.init();
-  evaluator = await createSandboxEvaluator({ workers: 1, timeoutMs: 1000, memoryMb: 64 });
+  evaluator = await createSandboxEvaluator({ workers: 1, spares: 0, timeoutMs: 1000, memoryMb: 64 });
   app = await buildServer({ registry, evaluator, settings: settingsWith({}), logger: pino({ level: 'silent' }) as unknown as Logger, ready: true });
 });
 

@@ -72,7 +72,7 @@ before(async () => {
   if (skip) return;
   registry = createStoreRegistry(await loadConfiguration({ file: join(ROOT, 'examples', '.configu') }), { logger: { warn: () => undefined } });
   await registry.init();
-  evaluator = await createSandboxEvaluator({ workers: 1 });
+  evaluator = await createSandboxEvaluator({ workers: 1, spares: 0 });
   app = await buildServer({ registry, evaluator, settings: settingsWith({}), logger: false, ready: true });
   await app.listen({ port: 0, host: ADDRESS });
   const a = app.server.address();

@@ -56,7 +56,7 @@ before(async () => {
   });
   registry = createStoreRegistry(await loadConfiguration({ file: join(dir, '.configu') }), { logger: { warn: () => undefined } });
   await registry.init();
-  evaluator = await createSandboxEvaluator({ workers: 1, timeoutMs: 200, memoryMb: 16 });
+  evaluator = await createSandboxEvaluator({ workers: 1, spares: 0, timeoutMs: 200, memoryMb: 16 });
 });
 
 after(async () => {
@@ -269,7 +269,7 @@ describe('HTTP errors table: exact status and body for every row', () => {
     );
     // The memory bomb on a sandbox whose time limit cannot come first, even on a loaded machine: which limit a bomb
     // hits is then decided by memory alone.
-    const roomy = await createSandboxEvaluator({ workers: 1, timeoutMs: 60_000, memoryMb: 16 });
+    const roomy = await createSandboxEvaluator({ workers: 1, spares: 0, timeoutMs: 60_000, memoryMb: 16 });
     try {
       const bomb = '(() => { const a = []; while (true) a.push(new Array(100000).fill(1)); })()';
       exactly(

@@ -31,7 +31,7 @@ let example: FastifyInstance;
 let doc: any;
 
 before(async () => {
-  evaluator = await createSandboxEvaluator({ workers: 1 });
+  evaluator = await createSandboxEvaluator({ workers: 1, spares: 0 });
   example = await serverOn(join(ROOT, 'examples', '.configu'));
   const r = await example.inject({ url: '/docs/json' });
   assert.equal(r.statusCode, 200);

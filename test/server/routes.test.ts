@@ -96,7 +96,7 @@ before(async () => {
   const loaded = await loadConfiguration({ file: join(dir, '.configu') });
   registry = createStoreRegistry(loaded, { logger: { warn: () => undefined } });
   await registry.init();
-  evaluator = await createSandboxEvaluator({ workers: 1, timeoutMs: 2000, memoryMb: 64 });
+  evaluator = await createSandboxEvaluator({ workers: 1, spares: 0, timeoutMs: 2000, memoryMb: 64 });
 });
 
 after(async () => {
