@@ -1,6 +1,6 @@
 // One server of the observability benchmark (bench/observability.mjs starts one per variant): the real app, engine,
 // stores and sandbox in one process, with metrics, traces and the request log set as the variant says.
-//   tsx bench/observability-server.ts '{"config":"...","port":1234,"metrics":true,"tracing":"http://127.0.0.1:4318","log":"off|sync|async"}'
+//   tsx bench/observability-server.ts '{"config":"...","port":1234,"metrics":true,"tracing":"http://127.0.0.1:4318","log":"off|sync|async","probes":true}'
 import { pino, type Logger } from 'pino';
 import { createStoreRegistry, loadConfiguration } from '../src/config/index.js';
 import { createSandboxEvaluator } from '../src/expressions/index.js';
@@ -8,7 +8,7 @@ import { buildServer, settingsWith } from '../src/server/index.js';
 import { createLogger, REDACT_PATHS } from '../src/server/logger.js';
 import { startTracing } from '../src/server/tracing.js';
 
-const v = JSON.parse(process.argv[2]!) as { config: string; port: number; metrics: boolean; tracing?: string; log: 'off' | 'sync' | 'async' };
+const v = JSON.parse(process.argv[2]!) as { config: string; port: number; metrics: boolean; tracing?: string; log: 'off' | 'sync' | 'async'; probes?: boolean };
 
 const tracing = v.tracing
   ? startTracing({
@@ -21,7 +21,7 @@ const tracing = v.tracing
     })
   : undefined;
 
-const settings = settingsWith({ metrics: { enabled: v.metrics }, log: { enabled: v.log !== 'off' } });
+const settings = settingsWith({ metrics: { enabled: v.metrics }, log: { enabled: v.log !== 'off', probes: v.probes ?? false } });
 // `sync`: pino's synchronous stdout writer (what the server used before); `async`: createLogger's buffered one.
 const logger: Logger =
   v.log === 'sync'

@@ -55,9 +55,11 @@ const VARIANTS = [
   { name: 'base: metrics off, traces off, log off', metrics: false, log: 'off' },
   { name: 'metrics on', metrics: true, log: 'off' },
   { name: 'metrics on + traces on (100% sampled)', metrics: true, tracing: true, log: 'off' },
-  { name: 'log on, synchronous writer', metrics: false, log: 'sync' },
-  { name: 'log on, asynchronous writer', metrics: false, log: 'async' },
-  { name: 'shipped defaults: metrics on, log on (asynchronous)', metrics: true, log: 'async' },
+  // The log-on variants log health probes too (log.probes), so that /live shows what a request line costs.
+  { name: 'log on, synchronous writer', metrics: false, log: 'sync', probes: true },
+  { name: 'log on, asynchronous writer', metrics: false, log: 'async', probes: true },
+  { name: 'metrics on, log on (asynchronous), probes logged', metrics: true, log: 'async', probes: true },
+  { name: 'shipped defaults: metrics on, log on (asynchronous), probes not logged', metrics: true, log: 'async' },
 ];
 const WORKLOADS = [
   { name: 'GET /live', path: '/live', method: 'GET' },
@@ -74,7 +76,7 @@ process.on('exit', stopAll);
 
 for (const v of VARIANTS) {
   const port = await freePort();
-  const options = { config, port, metrics: v.metrics, log: v.log, ...(v.tracing ? { tracing: sinkUrl } : {}) };
+  const options = { config, port, metrics: v.metrics, log: v.log, probes: v.probes ?? false, ...(v.tracing ? { tracing: sinkUrl } : {}) };
   const child = spawn(tsx, [join(root, 'bench/observability-server.ts'), JSON.stringify(options)], { stdio: ['ignore', 'pipe', 'inherit'] });
   let logBytes = 0;
   child.stdout.on('data', (c) => (logBytes += c.length));

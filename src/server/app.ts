@@ -292,12 +292,16 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   if (logger) {
     // Installed whenever there is a logger: SIGUSR2 can turn the lines on and off (logger.ts); each request's logger
     // takes the level of the moment the request arrived.
+    const logProbes = settings.log.probes;
     app.addHook('onResponse', (request, reply, done) => {
       if (!(request.log as unknown as Logger).isLevelEnabled('info')) return done();
+      const path = pathOf(request.url);
+      // A successful health probe (every few seconds from an orchestrator) is left out unless log.probes says.
+      if (!logProbes && reply.statusCode < 300 && (path === '/live' || path === '/ready')) return done();
       request.log.info(
         {
           method: request.method,
-          path: pathOf(request.url),
+          path,
           // The client's address; behind a proxy, taken from X-Forwarded-For only when trustProxy allows it.
           ip: request.ip,
           status: reply.statusCode,

@@ -46,7 +46,7 @@ export const PROXY_SETTINGS = strict({
   }),
   audit: section(leaves('enabled', 'file')),
   rateLimit: section(leaves('enabled', 'max', 'windowSeconds', 'redisUrl', 'redisPrefix')),
-  log: section(leaves('enabled')),
+  log: section(leaves('enabled', 'probes')),
   metrics: section(leaves('enabled', 'key')),
   docs: section(leaves('enabled', 'public')),
   limits: section(

@@ -56,7 +56,12 @@ export interface ServerSettings {
   audit: AuditSettings;
   /** Requests per subject (off by default). */
   rateLimit: RateLimitSettings;
-  log: { enabled: boolean };
+  /**
+   * Request log lines; `probes`: also for the orchestrator's successful health checks (`GET /live`, `GET /ready`
+   * answered 2xx), which are left out by default (they come every few seconds and say only "still up"; a failed
+   * `/ready` is logged either way, and metrics count every probe).
+   */
+  log: { enabled: boolean; probes: boolean };
   /** GET /metrics (docs/operations.md). `key`: the bearer key a scraper must present (its own, not an API key). */
   metrics: { enabled: boolean; key: string | undefined };
   docs: {
@@ -110,7 +115,7 @@ export const DEFAULT_SETTINGS: Readonly<ServerSettings> = Object.freeze({
   auth: { enabled: false, presharedKeys: [], credentials: [], jwt: undefined },
   audit: DEFAULT_AUDIT,
   rateLimit: DEFAULT_RATE_LIMIT,
-  log: { enabled: true },
+  log: { enabled: true, probes: false },
   metrics: { enabled: true, key: undefined },
   docs: { enabled: true, public: false },
   limits: { bodyBytes: 1024 * 1024, commands: 50, keys: 10_000, ...DEFAULT_ENGINE_LIMITS },
@@ -160,6 +165,7 @@ const ENV = {
   authEnabled: 'CONFIGU_AUTH_ENABLED',
   presharedKeys: 'CONFIGU_AUTH_PRESHARED_KEYS',
   logEnabled: 'CONFIGU_LOG_ENABLED',
+  logProbes: 'CONFIGU_LOG_PROBES',
   metricsEnabled: 'CONFIGU_METRICS_ENABLED',
   metricsKey: 'CONFIGU_METRICS_KEY',
   docsEnabled: 'CONFIGU_DOCS_ENABLED',
@@ -386,6 +392,7 @@ export function resolveSettings(input: ResolveSettingsInput = {}): ServerSetting
   }
 
   const logEnabled = read(undefined, ENV.logEnabled, ['log', 'enabled'], toBoolean, true);
+  const logProbes = read(undefined, ENV.logProbes, ['log', 'probes'], toBoolean, false);
   const metricsEnabled = read(undefined, ENV.metricsEnabled, ['metrics', 'enabled'], toBoolean, true);
   const metricsKeyHit = pick(undefined, ENV.metricsKey, ['metrics', 'key']);
   let metricsKey: string | undefined;
@@ -428,7 +435,7 @@ export function resolveSettings(input: ResolveSettingsInput = {}): ServerSetting
     auth: { enabled: authEnabled, presharedKeys, ...access },
     audit,
     rateLimit,
-    log: { enabled: logEnabled },
+    log: { enabled: logEnabled, probes: logProbes },
     metrics: { enabled: metricsEnabled, key: metricsKey },
     docs: { enabled: docsEnabled, public: docsPublic },
     limits: { bodyBytes, commands, keys, ...engineLimits },

@@ -579,8 +579,27 @@ describe('logs and request ids', () => {
   test('log.enabled false: no request lines', async () => {
     const { logger, lines } = captureLogger();
     const a = await app({ log: { enabled: false } }, { logger });
-    await a.inject({ method: 'GET', url: '/live' });
+    assert.equal((await exportReq(a, [{ schema: { keys: { GREETING: {} } } }])).statusCode, 200);
+    assert.equal((await a.inject({ method: 'GET', url: '/nowhere' })).statusCode, 404);
     assert.equal(lines().filter((l) => l.msg === 'request').length, 0);
+  });
+
+  test('successful health probes have no request line unless log.probes; a failed /ready always has one', async () => {
+    for (const probes of [false, true]) {
+      const { logger, lines } = captureLogger();
+      const lifecycle = new Lifecycle();
+      const a = await app({ log: { enabled: true, probes } }, { logger, lifecycle, ready: false });
+      assert.equal((await a.inject({ method: 'GET', url: '/ready' })).statusCode, 503);
+      lifecycle.markReady();
+      assert.equal((await a.inject({ method: 'GET', url: '/ready' })).statusCode, 200);
+      assert.equal((await a.inject({ method: 'GET', url: '/live' })).statusCode, 200);
+      assert.equal((await a.inject({ method: 'HEAD', url: '/live' })).statusCode, 200);
+      assert.equal((await exportReq(a, [{ schema: { keys: { GREETING: {} } } }])).statusCode, 200);
+      const got = lines()
+        .filter((l) => l.msg === 'request')
+        .map((l) => `${l.method} ${l.path} ${l.status}`);
+      assert.deepEqual(got, probes ? ['GET /ready 503', 'GET /ready 200', 'GET /live 200', 'HEAD /live 200', 'POST /export 200'] : ['GET /ready 503', 'POST /export 200'], `probes ${probes}`);
+    }
   });
 });
 

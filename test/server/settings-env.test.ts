@@ -20,7 +20,7 @@ const fileSettings = {
     idleTimeoutMs: 9000,
   },
   auth: { enabled: false },
-  log: { enabled: true },
+  log: { enabled: true, probes: false },
   metrics: { enabled: true, key: 'file-metrics-key-123' },
   docs: { enabled: true, public: false },
   limits: { bodyBytes: 4096, commands: 2, keys: 3, setDepth: 4, lookups: 5, templateBytes: 6, templateExpressions: 7, valueBytes: 8, outputBytes: 9 },

@@ -43,7 +43,7 @@ describe('resolveSettings', () => {
       auth: { enabled: false, presharedKeys: [], credentials: [], jwt: undefined },
       audit: { enabled: true, file: undefined },
       rateLimit: { enabled: false, max: 600, windowSeconds: 60, redisUrl: undefined, redisPrefix: 'cfgu:rate-limit:' },
-      log: { enabled: true },
+      log: { enabled: true, probes: false },
       metrics: { enabled: true, key: undefined },
       docs: { enabled: true, public: false },
       limits: {
@@ -77,6 +77,10 @@ describe('resolveSettings', () => {
     assert.equal(s.limits.commands, 6);
     assert.equal(s.limits.keys, 7);
     assert.equal(s.log.enabled, true);
+    assert.equal(s.log.probes, false);
+    assert.equal(resolveSettings({ fileSettings: { log: { probes: true } }, file: FILE }).log.probes, true);
+    assert.equal(resolveSettings({ fileSettings: { log: { probes: true } }, file: FILE, env: { CONFIGU_LOG_PROBES: 'false' } }).log.probes, false);
+    assert.equal(resolveSettings({ file: FILE, env: { CONFIGU_LOG_PROBES: 'true' } }).log.probes, true);
     s = resolveSettings({ fileSettings, file: FILE, env: { CONFIGU_HTTP_PORT: '7100', CONFIGU_WORKERS: '2' }, flags: { port: '7200', workers: '1', host: '::' } });
     assert.equal(s.http.port, 7200);
     assert.equal(s.workers, 1);
