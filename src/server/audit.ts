@@ -5,6 +5,7 @@
  * message: the line is built from the command's store and set only.
  */
 import { pino, type Logger } from 'pino';
+import { stdoutDestination } from './logger.js';
 import type { EvalCommandInput, StoreResolver } from '../core/index.js';
 import type { AuditSettings } from './access-settings.js';
 
@@ -33,9 +34,11 @@ export function createAuditLogger(settings: AuditSettings, serverLogger: Logger 
   if (settings.file) return pino(options, pino.destination({ dest: settings.file, mkdir: true, sync: false }));
   // A server built without a logger, or with a silent one (tests, embedding), writes no audit line unless it has a file of its own.
   if (serverLogger === false || serverLogger?.level === 'silent') return undefined;
-  // The server's log, unless it is set to drop info lines (log.enabled false): the audit does not follow that switch.
-  if (serverLogger && serverLogger.isLevelEnabled('info')) return serverLogger;
-  return pino(options);
+  // The server log's writer (so the lines keep their order), through a logger of the audit's own: the audit follows
+  // neither log.enabled nor SIGUSR2, which switch the server logger's level (a pino child would follow it).
+  const stream = serverLogger ? (serverLogger as unknown as Record<symbol, pino.DestinationStream | undefined>)[pino.symbols.streamSym] : undefined;
+  // Without a server logger: stdout, through the server log's asynchronous writer.
+  return pino(options, stream ?? stdoutDestination());
 }
 
 export const MAX_AUDITED_COMMANDS = 100;

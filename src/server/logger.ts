@@ -36,10 +36,20 @@ export function createLogger(settings: Pick<ServerSettings, 'log'>, bindings: Re
     redact: { paths: REDACT_PATHS, censor: '[redacted]' },
     formatters: { level: (label) => ({ level: label }) },
     },
-    // Bounded: when stdout stops draining (a stalled collector), lines beyond 16 MiB are dropped instead of memory
-    // growing or the event loop blocking on a write.
-    pino.destination({ dest: 1, sync: false, maxLength: 16 * 1024 * 1024 }),
+    stdoutDestination(),
   );
+}
+
+let stdout: ReturnType<typeof pino.destination> | undefined;
+
+/**
+ * The process's one writer on stdout, asynchronous and bounded: when stdout stops draining (a stalled collector),
+ * lines beyond 16 MiB are dropped instead of memory growing or the event loop blocking on a write. Every logger that
+ * writes to stdout (the server log, the audit lines when they have no file) shares it: one buffer, so their lines
+ * reach stdout whole and in the order they were made. What is buffered is written when the process exits.
+ */
+export function stdoutDestination(): ReturnType<typeof pino.destination> {
+  return (stdout ??= pino.destination({ dest: 1, sync: false, maxLength: 16 * 1024 * 1024 }));
 }
 
 /**

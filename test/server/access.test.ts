@@ -497,6 +497,18 @@ describe('audit log', () => {
   });
 });
 
+describe('audit lines and the request-line switch', () => {
+  test('with request lines off (log.enabled false) the audit lines still reach the server log', async () => {
+    const log = capture();
+    const a = await app({ log: { enabled: false } }, log.logger);
+    const id = `f-${randomUUID()}`;
+    assert.equal((await post(a, body('staging'), STAGING_TOKEN, { 'x-request-id': id })).statusCode, 200);
+    const line = await waitFor('the audit line', () => log.lines().find((l) => l.msg === 'audit' && l.requestId === id));
+    assert.equal(line.subject, 'ci-staging');
+    assert.equal(log.lines().filter((l) => l.msg === 'request').length, 0, 'no request line');
+  });
+});
+
 describe('the default store', () => {
   test('is resolved once, when the server is built: scope checks and audit lines of commands naming no store use it, no lookup per request', async () => {
     let defaultLookups = 0;

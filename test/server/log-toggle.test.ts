@@ -92,3 +92,33 @@ describe('SIGUSR2', { timeout: 300_000 }, () => {
     assert.equal(await p.exited, 0);
   });
 });
+
+describe('audit lines with the request lines off', () => {
+  test('after SIGUSR2 turned request lines off, each /export still has its audit line, whole, and none has a request line', async () => {
+    const dir = tempDir();
+    writeJson(join(dir, 'data.json'), [{ set: '', key: 'A', value: 'x' }]);
+    const configu = writeJson(join(dir, '.configu'), { stores: { main: { type: 'json-file', configuration: { path: 'data.json' } } } });
+    const p = spawnCfgu(['serve', '--config', configu, '--workers', '1', '--port', '0', '--host', '127.0.0.1']);
+    const { port } = await p.waitForLog('listening; initialising stores', (l) => typeof l.port === 'number' && l.port > 0);
+    process.kill(p.child.pid!, 'SIGUSR2');
+    await p.waitForLog('request lines off (SIGUSR2)');
+    const url = `http://127.0.0.1:${port}/export`;
+    const ids = Array.from({ length: 20 }, (_, i) => `audit-off-${i}`);
+    await Promise.all(ids.map(async (id) => assert.equal((await postJson(url, [{ schema: { keys: { A: {} } } }], { 'x-request-id': id })).status, 200)));
+    const audited = await waitFor('20 audit lines', () => {
+      const got = lines(p, 'audit').filter((l) => ids.includes(String(l.requestId)));
+      return got.length === ids.length ? got : undefined;
+    });
+    for (const l of audited) {
+      assert.equal(l.status, 200);
+      assert.equal(l.keys, 1);
+      assert.equal(l.commands.length, 1);
+      assert.equal(l.commands[0].store, 'main');
+    }
+    assert.equal(lines(p, 'request').filter((l) => ids.includes(String(l.reqId))).length, 0, 'no request line while they are off');
+    // Every line on stdout is one whole JSON object (the server log and the audit lines share one writer).
+    assert.ok(p.stdout().split('\n').filter(Boolean).every((l) => l.startsWith('{') && l.endsWith('}')), p.stdout());
+    p.child.kill('SIGTERM');
+    assert.equal(await p.exited, 0);
+  });
+});
