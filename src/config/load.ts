@@ -8,7 +8,7 @@ import { readFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
 import { CfguError, ConfigurationError } from '../core/errors.js';
-import { createStore, parseStoreSettings } from '../stores/index.js';
+import { createStore } from '../stores/index.js';
 import { normaliseStoreType, STORE_TYPES } from '../stores/normalise.js';
 import { NO_CONFIG_FILE, findConfigFile } from './find.js';
 import { parseYaml } from './yaml.js';
@@ -227,8 +227,7 @@ export async function loadConfiguration(options: LoadConfigurationOptions = {}):
     }
     // Check the store's settings now (nothing connects): a bad setting is a start-up error, not a request error.
     try {
-      parseStoreSettings(type, configuration, name, propertyPath(`/stores/${name.replace(/~/g, '~0').replace(/\//g, '~1')}/configuration`));
-      await createStore(type, configuration, name).close();
+      await createStore(type, configuration, name, propertyPath(`/stores/${name.replace(/~/g, '~0').replace(/\//g, '~1')}/configuration`)).close();
     } catch (e) {
       if (e instanceof ConfigurationError) return fail(e.message, e.property);
       if (e instanceof CfguError) return fail(e.message);

@@ -34,33 +34,34 @@ function sqlServerOptions(s: StoreSettingsOf<'mysql'>) {
 
 /**
  * Build (but do not connect) a store of a type (any accepted spelling) with its `configuration` (relative paths
- * already resolved). `name` is the declared store name, used in error messages. Throws ConfigurationError.
+ * already resolved). `name` is the declared store name, used in error messages; `base` is the property path of the
+ * configuration in them (parseStoreSettings). Throws ConfigurationError.
  */
-export function createStore(type: string, configuration: StoreSettings = {}, name: string = type): ConfigStore {
+export function createStore(type: string, configuration: StoreSettings = {}, name: string = type, base?: string): ConfigStore {
   const kind: StoreType | undefined = normaliseStoreType(type);
   switch (kind) {
     case 'in-memory':
-      parseStoreSettings(kind, configuration, name);
+      parseStoreSettings(kind, configuration, name, base);
       return new InMemoryConfigStore(name);
     case 'json-file':
-      return new JsonFileConfigStore(name, parseStoreSettings(kind, configuration, name));
+      return new JsonFileConfigStore(name, parseStoreSettings(kind, configuration, name, base));
     case 'sqlite': {
-      const { timeout, ...rest } = parseStoreSettings(kind, configuration, name);
+      const { timeout, ...rest } = parseStoreSettings(kind, configuration, name, base);
       return new SqliteConfigStore(name, { ...rest, timeoutMs: timeout });
     }
     case 'postgresql': {
-      const { notify, ...rest } = parseStoreSettings(kind, configuration, name);
+      const { notify, ...rest } = parseStoreSettings(kind, configuration, name, base);
       return new PostgresConfigStore(name, { ...sqlServerOptions(rest), notify: notify ?? false });
     }
     case 'mysql':
     case 'mariadb':
-      return new MysqlConfigStore(name, sqlServerOptions(parseStoreSettings(kind, configuration, name)), kind);
+      return new MysqlConfigStore(name, sqlServerOptions(parseStoreSettings(kind, configuration, name, base)), kind);
     case 'redis': {
-      const { timeout, ...rest } = parseStoreSettings(kind, configuration, name);
+      const { timeout, ...rest } = parseStoreSettings(kind, configuration, name, base);
       return new RedisConfigStore(name, { ...rest, timeoutMs: timeout });
     }
     case 'etcd': {
-      const s = parseStoreSettings(kind, configuration, name);
+      const s = parseStoreSettings(kind, configuration, name, base);
       return new EtcdConfigStore(name, { hosts: (s.hosts ?? s.host ?? s.url)!, username: s.username, password: s.password, timeoutMs: s.timeout });
     }
     default:

@@ -11,7 +11,7 @@ import { ConfigurationError } from '../core/errors.js';
 import { DEFAULT_TIMEOUT_MS } from './common.js';
 import type { StoreType } from './normalise.js';
 
-/** Absent: `undefined`, `null` and (for numbers) the empty text a missing variable renders to. */
+/** Absent: `undefined` or `null` (numbers also take the empty text a missing variable renders to as absent). */
 const absent = (v: unknown) => v === undefined || v === null;
 
 /** Text (a number is taken as its text: `password: 1234`). */

@@ -66,6 +66,11 @@ function engineJob(values: Record<string, string>, frozen = true): ExpressionJob
   };
 }
 
+/** An expression that fills the isolate's heap until its memory limit (the child renews its isolate). */
+const HEAP_BOMB = "(() => { const a = []; for (;;) a.push('y'.repeat(1 << 20) + a.length); })()";
+/** A job whose only work is one test expression on PORT. */
+const portTest = (expression: string): ExpressionJob => ({ ...engineJob({ HOST: 'h', PORT: '1' }), consts: [], tests: [{ key: 'PORT', expressions: [expression] }] });
+
 describe('job wire: static halves', () => {
   it('the first job to a child carries the static half, the next only its id; the isolate gets the same job', () => {
     const registry = new StaticRegistry();
@@ -273,10 +278,8 @@ describe('job wire through the pool: a child that does not hold the static half'
     const ev = createSandboxEvaluator({ workers: 1, spares: 0, timeoutMs: 10_000, memoryMb: 64 });
     try {
       await ev.ready();
-      const bomb = "(() => { const a = []; for (;;) a.push('y'.repeat(1 << 20) + a.length); })()";
-      const jobOf = (expression: string): ExpressionJob => ({ ...engineJob({ HOST: 'h', PORT: '1' }), consts: [], tests: [{ key: 'PORT', expressions: [expression] }] });
       const light = ['$.value === 1', 'true', '$.key === "PORT"'];
-      const results = await Promise.all([bomb, ...light].map((e) => ev.run(jobOf(e))));
+      const results = await Promise.all([HEAP_BOMB, ...light].map((e) => ev.run(portTest(e))));
       assert.equal(results[0]!.tests[0]!.kind, 'memory-limit');
       for (const r of results.slice(1)) assert.deepEqual(r, { consts: [], tests: [] });
       assert.equal(ev.replacements().renewals, 1);
@@ -293,15 +296,13 @@ describe('job wire through the pool: a child that does not hold the static half'
       // the queue (the pool never queues behind a head that has run more than a few ms), then go to the child with the bomb's answer, each with its own
       // static half (their tests differ), in the same turn as the child's renewal notice when both lines come in one
       // read. The halves were then recorded as held and never written.
-      const bomb = "(() => { const a = []; for (;;) a.push('y'.repeat(1 << 20) + a.length); })()";
-      const jobOf = (expression: string): ExpressionJob => ({ ...engineJob({ HOST: 'h', PORT: '1' }), consts: [], tests: [{ key: 'PORT', expressions: [expression] }] });
       const pool = ev as unknown as { workers: Set<{ inflight: unknown[]; headSince: number }>; staticResends: number };
       let settled = false;
-      const bombDone = ev.run(jobOf(bomb)).finally(() => (settled = true));
+      const bombDone = ev.run(portTest(HEAP_BOMB)).finally(() => (settled = true));
       const [w] = [...pool.workers];
       while (!settled && !(w!.inflight.length === 1 && performance.now() - w!.headSince > 10)) await new Promise((r) => setImmediate(r));
       assert.equal(settled, false, 'the bomb is still running when the other jobs are submitted');
-      const light = ['$.value === 1', 'true', '$.key === "PORT"'].map((e) => ev.run(jobOf(e)));
+      const light = ['$.value === 1', 'true', '$.key === "PORT"'].map((e) => ev.run(portTest(e)));
       assert.equal(w!.inflight.length, 1, 'the light jobs wait behind the running bomb');
       const [b, ...rest] = await Promise.all([bombDone, ...light]);
       assert.equal(b!.tests[0]!.kind, 'memory-limit');
