@@ -169,7 +169,8 @@ describe('cfgu export --watch --run', () => {
 
   test('a child that ignores SIGTERM gets SIGKILL after --grace; a bad document is reported and skipped', async () => {
     const dir = project();
-    const stubborn = `node -e "console.log('start GREETING=' + process.env.GREETING); process.on('SIGTERM', () => console.log('ignored')); setInterval(() => {}, 1000);"`;
+    // The handler is in place before the line the test waits on: a SIGTERM sent right after it is always ignored.
+    const stubborn = `node -e "process.on('SIGTERM', () => console.log('ignored')); console.log('start GREETING=' + process.env.GREETING); setInterval(() => {}, 1000);"`;
     const p = start(['export', '--watch', '--grace', '0.2', '--run', stubborn], dir);
     p.child.stdin!.write(evalDoc('one'));
     await waitFor('the first child', () => p.out().includes('start GREETING=one\n'));
