@@ -2,6 +2,7 @@
 // 1. every `scripts/build-*.mjs` step (e.g. the sandbox library bundle), then
 // 2. the application bundles in dist/ (esbuild; dependencies stay external in node_modules).
 import { build } from 'esbuild';
+import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -20,6 +21,8 @@ const entries = {
   'sandbox-child': 'src/expressions/sandbox-child.ts',
   // Which isolated-vm build this Node loads (scripts/prune-image.mjs asks it in the image's builder stage).
   'sandbox-build': 'src/expressions/isolated-vm.ts',
+  // The warm-up plan and code cache that make sandboxes start faster (run below).
+  'sandbox-prepare': 'src/expressions/sandbox-prepare.ts',
   // Which better-sqlite3 line this Node loads, and the loader itself (scripts/prune-image.mjs, check-image.mjs).
   'sqlite-build': 'src/stores/drivers.ts',
 };
@@ -46,4 +49,20 @@ if (Object.keys(entryPoints).length) {
     banner: { js: "import { createRequire as __cfguCreateRequire } from 'node:module'; const require = __cfguCreateRequire(import.meta.url);" },
   });
 }
-console.log(`cfgu build: done in ${Date.now() - started} ms`);
+// 3. The sandbox's start-up aids next to its bundle (src/expressions/prepared.ts): made with this Node, in a process of
+// their own (isolated-vm needs --no-node-snapshot). Without them sandboxes start the slow way, so a failure here (no
+// isolated-vm build for this Node yet) is a warning, not a failed build.
+let prepared = '';
+if (existsSync(join(root, 'dist/sandbox-prepare.js'))) {
+  const r = spawnSync(process.execPath, ['--no-node-snapshot', join(root, 'dist/sandbox-prepare.js')], { cwd: root, encoding: 'utf8' });
+  const line = (r.stdout ?? '').trim().split('\n').pop() ?? '';
+  if (r.status === 0 && line.startsWith('{')) {
+    const p = JSON.parse(line);
+    prepared = p.plan
+      ? `; sandbox warm-up plan of ${p.plan} calls, code cache ${(p.cache.bytes / 2 ** 20).toFixed(1)} MiB (start-up ${p.startupMs.full} -> ${p.startupMs.prepared} ms)`
+      : `; sandbox start-up aids: ${p.why ?? 'none made'}`;
+  } else {
+    console.warn(`cfgu build: warning: the sandbox start-up aids were not made (sandboxes start without them): ${(r.stderr || r.stdout || r.error?.message || '').trim().split('\n')[0]}`);
+  }
+}
+console.log(`cfgu build: done in ${Date.now() - started} ms${prepared}`);

@@ -9,7 +9,7 @@ import type { ExpressionEvaluator, ExpressionJob, ExpressionResult } from '../ex
 
 export type TrustedEvaluator = ExpressionEvaluator & { renderTrusted?: (template: string, vars: Record<string, unknown>) => unknown };
 
-/** The expression sandbox, started on first use only (spawn, isolate, bundle and seal: ~0.7 s on an idle 2-core machine). */
+/** The expression sandbox, started on first use only (spawn, isolate, bundle and seal: ~0.4 s on an idle 2-core machine, ~0.5 s of CPU). */
 export class LazyEvaluator implements ExpressionEvaluator {
   private started: Promise<TrustedEvaluator> | undefined;
   constructor(
@@ -26,7 +26,7 @@ export class LazyEvaluator implements ExpressionEvaluator {
   private sandbox(): Promise<TrustedEvaluator> {
     if (this.shared) return (this.started ??= Promise.resolve(this.shared));
     // One command line evaluates one thing at a time: one sandbox process is enough, and no warm spare (a command
-    // that lives seconds would start a second process, ~0.7 s of CPU, for a child that almost never dies; one that
+    // that lives seconds would start a second process, ~0.5 s of CPU, for a child that almost never dies; one that
     // does is replaced). The environment's CONFIGU_EXPRESSION_* settings still apply.
     this.started ??= Promise.resolve().then(
       async () => (await createSandboxEvaluator({ workers: 1, spares: 0, ...expressionOptionsFromEnv(this.env) })) as TrustedEvaluator,

@@ -13,6 +13,7 @@ import { readFileSync } from 'node:fs';
 import type IVM from 'isolated-vm';
 import {
   FLUSH_LINE,
+  SANDBOX_FILENAME,
   IMPORT_MESSAGE,
   WALL_FACTORS,
   failureResponse,
@@ -23,6 +24,7 @@ import {
 } from './protocol.js';
 import { loadSandboxBuild } from './isolated-vm.js';
 import { ChildStatics, unknownLine } from './job-wire.js';
+import { readCodeCache, readWarmPlan } from './prepared.js';
 
 interface ChildOptions {
   bundle: string;
@@ -38,6 +40,8 @@ const { ivm } = loadSandboxBuild();
 const options = JSON.parse(process.argv[2] ?? '{}') as ChildOptions;
 const TIMED_OUT = 'Script execution timed out.';
 const source = readFileSync(options.bundle, 'utf8');
+/** The build's warm-up plan for this bundle (prepared.ts), as the runtime's `seal` takes it; else the full warm-up. */
+const warmPlan = readWarmPlan(options.bundle, source) ?? 'full';
 
 interface Sandbox {
   isolate: IVM.Isolate;
@@ -45,36 +49,42 @@ interface Sandbox {
   partial: IVM.Reference<(kind: string, message: string) => string>;
   sealReport: string;
   startupMs: number;
+  /** Whether V8 took the code cache it was given ('none' when there was none). */
+  codeCache: 'accepted' | 'rejected' | 'none';
 }
 
 /**
- * V8's compiled code for the bundle, made by the first isolate before any job ran: later isolates of this process
- * skip parsing. It is code derived from the bundle's text only (V8 checks it against the source), never heap state.
+ * V8's compiled code for the bundle: the build's (prepared.ts), else made by this process's first isolate before any
+ * job ran; later isolates of this process reuse it. It is code derived from the bundle's text only (V8 checks it
+ * against the source), never heap state.
  */
-let codeCache: IVM.ExternalCopy<ArrayBuffer> | undefined;
+let codeCache: IVM.ExternalCopy<ArrayBuffer> | undefined = ((bytes) => (bytes ? new ivm.ExternalCopy(bytes) : undefined))(readCodeCache(options.bundle));
 
 /** A fresh isolate with the bundle loaded and the realm sealed. */
 function createSandbox(): Sandbox {
   const started = performance.now();
   const isolate = new ivm.Isolate({ memoryLimit: options.memoryMb });
   const context = isolate.createContextSync();
+  const given = codeCache;
+  // With both options, V8 makes a cache only when it did not take the one given (another Node's, say).
   const script = isolate.compileScriptSync(source, {
-    filename: 'cfgu-sandbox.js',
-    ...(codeCache ? { cachedData: codeCache } : { produceCachedData: true }),
-  });
-  const produced = (script as IVM.Script & IVM.CachedDataResult).cachedData;
-  if (!codeCache && produced) codeCache = produced;
+    filename: SANDBOX_FILENAME,
+    produceCachedData: true,
+    ...(given ? { cachedData: given } : {}),
+  }) as IVM.Script & IVM.CachedDataResult & { cachedDataRejected?: boolean };
+  const cacheUse = given ? (script.cachedDataRejected ? 'rejected' : 'accepted') : 'none';
+  if (cacheUse !== 'accepted' && script.cachedData) codeCache = script.cachedData;
   script.runSync(context);
   script.release();
   const runtime = context.global.getSync('__cfguRuntime', { reference: true }) as IVM.Reference<Record<string, unknown>>;
   const handle = runtime.getSync('handle', { reference: true }) as IVM.Reference<(line: string) => string>;
   const partial = runtime.getSync('partial', { reference: true }) as IVM.Reference<(kind: string, message: string) => string>;
-  const seal = runtime.getSync('seal', { reference: true }) as IVM.Reference<() => string>;
-  const sealReport = seal.applySync(undefined, [], { timeout: 30_000 }) as string;
+  const seal = runtime.getSync('seal', { reference: true }) as IVM.Reference<(warm: string) => string>;
+  const sealReport = seal.applySync(undefined, [warmPlan], { timeout: 30_000 }) as string;
   seal.release();
   runtime.release();
   warm(handle);
-  return { isolate, handle, partial, sealReport, startupMs: performance.now() - started };
+  return { isolate, handle, partial, sealReport, startupMs: performance.now() - started, codeCache: cacheUse };
 }
 
 /**
@@ -263,6 +273,7 @@ function ready(): void {
       renewals,
       heapMb: Math.round(sandbox.isolate.getHeapStatisticsSync().used_heap_size / 2 ** 20),
       cpuMs: Math.round((process.cpuUsage().user + process.cpuUsage().system) / 1000),
+      codeCache: sandbox.codeCache,
       seal: JSON.parse(sandbox.sealReport),
     }),
   );

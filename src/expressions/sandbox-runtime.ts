@@ -15,12 +15,12 @@ import validator from 'validator';
 import * as zod from 'zod';
 // @ts-expect-error chai 6 ships no type declarations (and @types/chai is not installed)
 import * as chai from 'chai';
-import { O, defineProperty, JSONstringify } from './sandbox/intrinsics.js';
+import { O, defineProperty, getOwnPropertyDescriptor, ownKeys, JSONparse, JSONstringify, StringCtor } from './sandbox/intrinsics.js';
 import { JSONSchema, generation, generations } from './sandbox/json-schema.js';
 import { cache } from './sandbox/compile.js';
 import { handle, partial } from './sandbox/jobs.js';
-import { deepFreeze, sealReport, verifySealed } from './sandbox/seal.js';
-import { warmUp, warmZod } from './sandbox/warm-zod.js';
+import { deepFreeze, sealReport, verifySealed, walkReachable } from './sandbox/seal.js';
+import { warmUp, warmZod, type WarmStep } from './sandbox/warm-zod.js';
 
 /** Numbers for tests (through the runtime object, which expressions cannot reach). */
 function stats(): string {
@@ -40,8 +40,14 @@ function stats(): string {
 }
 
 let sealed = false;
+/** The roots of the sealed realm (set by `seal`): what `fingerprint` walks. */
+let sealedRoots: unknown[] = [];
 
-function seal(): string {
+/**
+ * Seal the realm once. `warm` says how the zod warm-up runs (warm-zod.ts): `full` (the default), `record` (full, and
+ * the report carries the productive calls as `plan`), or a recorded plan as JSON text.
+ */
+function seal(warm = 'full'): string {
   if (sealed) return JSONstringify(sealReport);
   sealed = true;
   const g = globalThis as Record<string, unknown>;
@@ -53,7 +59,16 @@ function seal(): string {
   Error.stackTraceLimit = 0;
   warmUp();
   const t1 = Date.now();
-  const zodInternals = warmZod();
+  let plan: WarmStep[] | undefined;
+  if (warm !== 'full' && warm !== 'record') {
+    try {
+      plan = JSONparse(warm) as WarmStep[];
+    } catch {
+      plan = undefined;
+    }
+  }
+  const warmed = warmZod(plan ?? (warm === 'record' ? 'record' : 'full'));
+  const zodInternals = warmed.protos;
   Error.stackTraceLimit = stackTraceLimit;
   const t2 = Date.now();
   // Remove what an expression must never have: shared memory, WebAssembly, deferred callbacks.
@@ -80,8 +95,36 @@ function seal(): string {
   const t3 = Date.now();
   sealReport.unsealed = verifySealed(roots);
   sealReport.ms = { warmUp: t1 - t0, warmZod: t2 - t1, freeze: t3 - t2, verify: Date.now() - t3 };
-  return JSONstringify(sealReport);
+  sealReport.warm = warmed.used;
+  sealedRoots = roots;
+  return JSONstringify(warmed.steps ? { ...sealReport, plan: warmed.steps } : sealReport);
 }
 
-const runtime = { seal, handle, partial, stats };
+/**
+ * A digest of the sealed realm's shape, for the build's check that a recorded warm-up plan leaves the realm as the
+ * full warm-up does: every object reachable from the roots contributes its own property names, each with the kind of
+ * its descriptor (data or accessor) and the type of its value. The signatures are sorted, so the walk's order (which
+ * depends on the order the internals prototypes were found in) does not matter.
+ */
+function fingerprint(): string {
+  const signatures: string[] = [];
+  walkReachable(sealedRoots, (obj) => {
+    const parts: string[] = [typeof obj];
+    for (const key of ownKeys(obj)) {
+      const desc = getOwnPropertyDescriptor(obj, key)!;
+      parts.push(`${typeof key === 'symbol' ? `@${StringCtor(key.description)}` : key}:${'value' in desc ? typeof desc.value : 'accessor'}`);
+    }
+    signatures.push(parts.sort().join(','));
+  });
+  signatures.sort();
+  // FNV-1a over the sorted signatures: two realms of the same shape give the same text.
+  let hash = 0x811c9dc5;
+  for (const sig of signatures) {
+    for (let i = 0; i < sig.length; i++) hash = Math.imul(hash ^ sig.charCodeAt(i), 0x01000193) >>> 0;
+    hash = Math.imul(hash ^ 10, 0x01000193) >>> 0;
+  }
+  return JSONstringify({ objects: signatures.length, hash: hash.toString(16) });
+}
+
+const runtime = { seal, handle, partial, stats, fingerprint };
 (globalThis as Record<string, unknown>).__cfguRuntime = runtime;

@@ -99,7 +99,16 @@ function makeOverridable(proto: object, key: PropertyKey): void {
 }
 
 /** Report of sealing, for tests and diagnostics. */
-export const sealReport = { frozen: 0, cells: 0, regexps: 0, unfixable: [] as string[], unsealed: [] as string[], ms: {} as Record<string, number> };
+export const sealReport = {
+  frozen: 0,
+  cells: 0,
+  regexps: 0,
+  unfixable: [] as string[],
+  unsealed: [] as string[],
+  ms: {} as Record<string, number>,
+  /** How the zod warm-up ran (warm-zod.ts). */
+  warm: '' as 'full' | 'plan' | '',
+};
 const mapForEach = Map.prototype.forEach;
 const setForEach = Set.prototype.forEach;
 const isFrozen = Object.isFrozen;

@@ -8,11 +8,33 @@ import { messageOf } from './messages.js';
 import { validateJsonSchema } from './json-schema.js';
 
 /**
+ * One call of the warm-up that found a schema type not seen before: a factory of the `zod` namespace (or of its `iso`
+ * / `coerce` namespaces) called with the arguments `ARG_LIST[arg]`, or a method of the `rep`-th such schema (in the
+ * order they were found) called with them. The calls that found nothing new are not recorded.
+ */
+export type WarmStep = [kind: 'f', namespace: '' | 'iso' | 'coerce', name: string, arg: number] | [kind: 'm', rep: number, name: string, arg: number];
+
+/** How the warm-up ran: every candidate call (`full`), or only the recorded productive ones (`plan`). */
+export interface WarmResult {
+  /** The `_zod` internals prototypes met, to be frozen with the rest. */
+  protos: object[];
+  used: 'full' | 'plan';
+  /** With `record`: the productive calls of this full warm-up, in order. */
+  steps?: WarmStep[];
+}
+
+/**
  * Zod 4 installs members on its prototypes lazily, at the first construction / first read of each schema type. Every
  * factory and every method is exercised once here, before the freeze, so nothing is left to install afterwards. The
  * `_zod` internals prototypes reached this way are returned so that they are frozen too.
+ *
+ * The full search tries every factory and method with a dozen argument lists (~7,500 calls, most failing or finding
+ * a type already seen): about half of a sandbox's start-up. The build records the calls that found a new type
+ * (`record`) and checks that replaying only those leaves the realm exactly as the full search does (the sealed
+ * realm's fingerprint, sandbox-prepare.ts); a child then replays that plan. A plan step that does not find the new
+ * type it found at record time (another zod, a changed bundle) makes the warm-up run the full search after all.
  */
-export function warmZod(): object[] {
+export function warmZod(mode: 'full' | 'record' | WarmStep[] = 'full'): WarmResult {
   const protos: object[] = [];
   const seenProtos = new SetCtor<object>();
   const noop = (x: unknown): unknown => x;
@@ -67,34 +89,45 @@ export function warmZod(): object[] {
   // One representative per (schema prototype, internals prototype): that is the granularity of the lazy installs.
   const kinds = new MapCtor<object, SetType<object>>();
   const fresh: object[] = [];
-  const keep = (r: unknown): void => {
-    if (!isSchema(r)) return;
+  // Every schema kept, in the order found: a recorded method step names its receiver by its index here.
+  const reps: object[] = [];
+  const steps: WarmStep[] | undefined = mode === 'record' ? [] : undefined;
+  const keep = (r: unknown, step?: WarmStep): boolean => {
+    if (!isSchema(r)) return false;
     const a = getPrototypeOf(r) as object;
     const b = getPrototypeOf(r._zod) as object;
     let set = kinds.get(a);
     if (!set) kinds.set(a, (set = new SetCtor()));
-    if (set.has(b)) return;
+    if (set.has(b)) return false;
     set.add(b);
     fresh.push(r);
+    reps.push(r);
+    if (steps && step) steps.push(step);
+    return true;
   };
-  const collect = (ns: Record<string, unknown>, depth: number): void => {
+  if (typeof mode === 'object' && replay(mode)) {
+    for (const inst of reps) exercise(inst);
+    return { protos, used: 'plan' };
+  }
+  const collect = (ns: Record<string, unknown>, path: '' | 'iso' | 'coerce'): void => {
     for (const name of O.keys(ns)) {
       if (skip.has(name) || /Async$|^spa$/.test(name)) continue;
       const f = ns[name];
       if (typeof f === 'function' && /^[a-z]/.test(name)) {
-        for (const args of argSets()) {
+        const args = argSets();
+        for (let i = 0; i < args.length; i++) {
           try {
-            keep(apply(f as (...a: unknown[]) => unknown, ns, args));
+            keep(apply(f as (...a: unknown[]) => unknown, ns, args[i]!), ['f', path, name, i]);
           } catch {
             /* wrong arguments for this factory */
           }
         }
-      } else if (depth < 1 && f && typeof f === 'object' && !isSchema(f) && (name === 'iso' || name === 'coerce')) {
-        collect(f as Record<string, unknown>, depth + 1);
+      } else if (path === '' && f && typeof f === 'object' && !isSchema(f) && (name === 'iso' || name === 'coerce')) {
+        collect(f as Record<string, unknown>, name);
       }
     }
   };
-  collect(zod as unknown as Record<string, unknown>, 0);
+  collect(zod as unknown as Record<string, unknown>, '');
   // The shared function behind a schema method. Zod installs each method on every schema prototype as a getter that
   // binds one shared function to the instance, and hands out that function itself for a null receiver.
   const methodOf = (inst: object, name: string): unknown => {
@@ -135,11 +168,13 @@ export function warmZod(): object[] {
         }
         if (typeof m !== 'function') continue;
         let built = false;
-        for (const args of argSets()) {
+        const args = argSets();
+        const rep = reps.indexOf(inst);
+        for (let i = 0; i < args.length; i++) {
           try {
-            const r = apply(m as (...a: unknown[]) => unknown, inst, args);
+            const r = apply(m as (...a: unknown[]) => unknown, inst, args[i]!);
             built = built || isSchema(r);
-            keep(r);
+            keep(r, ['m', rep, name, i]);
           } catch {
             /* ignore */
           }
@@ -149,7 +184,36 @@ export function warmZod(): object[] {
     }
   }
   for (const inst of fresh) exercise(inst);
-  return protos;
+  return { protos, used: 'full', ...(steps ? { steps } : {}) };
+
+  /**
+   * The recorded calls, each expected to find a new type again (true), else false, having done what it could: the
+   * caller then runs the full search, which keeps what this found and finds the rest.
+   */
+  function replay(plan: WarmStep[]): boolean {
+    const namespaces: Record<string, Record<string, unknown>> = {
+      '': zod as unknown as Record<string, unknown>,
+      iso: (zod as unknown as Record<string, Record<string, unknown>>).iso!,
+      coerce: (zod as unknown as Record<string, Record<string, unknown>>).coerce!,
+    };
+    const args = argSets();
+    for (const step of plan) {
+      try {
+        let r: unknown;
+        if (step[0] === 'f') {
+          const ns = namespaces[step[1]];
+          r = apply(ns![step[2]] as (...a: unknown[]) => unknown, ns, args[step[3]]!);
+        } else {
+          const inst = reps[step[1]] as Record<string, unknown>;
+          r = apply(inst[step[2]] as (...a: unknown[]) => unknown, inst, args[step[3]]!);
+        }
+        if (!keep(r)) return false;
+      } catch {
+        return false;
+      }
+    }
+    return true;
+  }
 }
 
 export function warmUp(): void {
