@@ -110,8 +110,8 @@ export function spawnCfgu(args: string[], env: Record<string, string | undefined
   // One sandbox child and no warm spare per server process, unless the test sets its own sandbox layout: each sandbox
   // process cost ~0.7 s of CPU to start (~0.5 s with the build's start-up aids), and the suite started ~290 of them
   // (half of its CPU time) when every server ran the binary's default of two and a spare. Tests about the pool, its
-  // children or its spares set
-  // CONFIGU_EXPRESSION_WORKERS or CONFIGU_EXPRESSION_SPARES themselves and then get the binary's defaults for the rest.
+  // children or its spares set CONFIGU_EXPRESSION_WORKERS or CONFIGU_EXPRESSION_SPARES themselves and then get the
+  // binary's defaults for the rest.
   if (!('CONFIGU_EXPRESSION_WORKERS' in env) && !('CONFIGU_EXPRESSION_SPARES' in env)) {
     childEnv.CONFIGU_EXPRESSION_WORKERS = '1';
     childEnv.CONFIGU_EXPRESSION_SPARES = '0';
