@@ -7,21 +7,48 @@
 import { after, afterEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BIN, removeTempDirs, tempDir, write } from './helpers.js';
 import { readDocuments } from '../../src/cli/watch.js';
 import { waitFor } from '../helpers/wait.js';
 
 const running = new Set<ChildProcess>();
+
+/** Every process below `pid` (Linux: /proc/<pid>/task/<tid>/children), deepest last. */
+function descendants(pid: number): number[] {
+  let direct: number[] = [];
+  try {
+    for (const tid of readdirSync(`/proc/${pid}/task`)) {
+      direct = direct.concat(readFileSync(`/proc/${pid}/task/${tid}/children`, 'utf8').split(' ').filter(Boolean).map(Number));
+    }
+  } catch {
+    /* gone */
+  }
+  return direct.flatMap((child) => [child, ...descendants(child)]);
+}
+
+/**
+ * SIGKILL for every cfgu this file started and for what they started: a `--run` child lives in a process group of
+ * its own and outlives a killed cfgu, holding the output pipe it inherited (a test that failed half-way would leave the
+ * file waiting on that pipe for ever).
+ */
 async function stopAll(): Promise<void> {
   await Promise.all(
     [...running].map(
       (c) =>
         new Promise<void>((resolve) => {
           if (c.exitCode !== null || c.signalCode !== null) return resolve();
+          const below = c.pid === undefined ? [] : descendants(c.pid);
           c.once('exit', () => resolve());
           c.kill('SIGKILL');
+          for (const pid of below) {
+            try {
+              process.kill(pid, 'SIGKILL');
+            } catch {
+              /* already gone */
+            }
+          }
         }),
     ),
   );
@@ -143,7 +170,8 @@ describe('cfgu eval --watch | cfgu export --watch', () => {
 });
 
 describe('cfgu export --watch --run', () => {
-  const PRINTER = `node -e "console.log('start GREETING=' + process.env.GREETING); process.on('SIGTERM', () => { console.log('stop GREETING=' + process.env.GREETING); process.exit(7); }); setInterval(() => {}, 1000);"`;
+  // The handler is in place before the line the test waits on: a restart right after the line always prints `stop`.
+  const PRINTER = `node -e "process.on('SIGTERM', () => { console.log('stop GREETING=' + process.env.GREETING); process.exit(7); }); console.log('start GREETING=' + process.env.GREETING); setInterval(() => {}, 1000);"`;
 
   test('the child is restarted with the new environment; cfgu ends with the last child\'s exit code', async () => {
     const dir = project();
