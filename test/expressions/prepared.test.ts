@@ -74,7 +74,7 @@ describe('the sandbox warm-up plan and code cache', () => {
     assert.ok(readFileSync(preparedPaths(BUNDLE).cache).length > 100_000);
   });
 
-  it('the plan leaves the realm the full warm-up leaves; a plan missing any of three steps does not', () => {
+  it('the plan leaves the realm the full warm-up leaves; a plan missing a step does not', () => {
     const plan = builtPlan();
     const full = sealed('full');
     const replayed = sealed(JSON.stringify(plan.steps));
@@ -84,15 +84,19 @@ describe('the sandbox warm-up plan and code cache', () => {
     // Compared within one process: the realm's shape depends on the process's V8 flags (the build's step runs with
     // --no-node-snapshot, as children do; this test process does not), so the file's fingerprint is not this one.
     assert.equal(replayed.fingerprint, full.fingerprint);
-    // Leaving a factory step out (the first, a middle one) or the last step (a method): the check sees the difference.
-    for (const drop of [0, Math.floor(plan.steps.length / 2), plan.steps.length - 1]) {
+    // Leaving a factory step out (the first) or the last step (a method): the check sees the difference.
+    for (const drop of [0, plan.steps.length - 1]) {
       const partial = sealed(JSON.stringify(plan.steps.filter((_, i) => i !== drop)));
       assert.notEqual(partial.fingerprint, full.fingerprint, `without step ${drop} (${JSON.stringify(plan.steps[drop])})`);
     }
   });
 
+  /** The child on the built bundle: the reference of the cases below. */
+  let reference: Promise<{ ready: Record<string, any>; answer: Record<string, any> }> | undefined;
+  const built = () => (reference ??= childOn(BUNDLE));
+
   it('a child uses both: warm-up by plan, code cache accepted, and it evaluates', async () => {
-    const { ready, answer } = await childOn(BUNDLE);
+    const { ready, answer } = await built();
     assert.equal(ready.t, 'ready');
     assert.equal(ready.seal.warm, 'plan');
     assert.equal(ready.codeCache, 'accepted');
@@ -107,10 +111,9 @@ describe('the sandbox warm-up plan and code cache', () => {
     const cases: Array<[string, string | undefined, Buffer | undefined, string, string]> = [
       ['another bundle', JSON.stringify({ ...plan, bundle: bundleDigest(`${source}\n`) }), undefined, 'full', 'none'],
       ['a broken step', JSON.stringify({ ...plan, steps: broken }), undefined, 'full', 'none'],
-      ['not JSON', '{"bundle": ', undefined, 'full', 'none'],
       ['a code cache of other bytes', JSON.stringify(plan), Buffer.alloc(4096, 7), 'plan', 'rejected'],
     ];
-    const frozen = (await childOn(BUNDLE)).ready.seal.frozen as number;
+    const frozen = (await built()).ready.seal.frozen as number;
     for (const [name, planText, cache, warm, codeCache] of cases) {
       const { ready, answer } = await childOn(bundleCopy(planText, cache));
       assert.equal(ready.seal.warm, warm, name);
