@@ -1,9 +1,9 @@
 // The container image, built the way this machine can (scripts/image-local.mjs: buildah with local Debian minbase
 // bases and Node 24 from the npm registry) and run with `buildah run --isolation chroot`: its configuration
 // (entrypoint, default .configu path, non-root user, labels, health check), its size (under 300 MB), files read-only
-// to that user, a SQLite query with the shipped native module, `cfgu --version` naming Node 24's sandbox build,
-// /ready, a POST /export against a mounted .configu (an isolate computes a key), the health check command, and
-// SIGTERM ending the server with exit 0.
+// to that user, a SQLite query with the shipped native module, `cfgu --version` naming Node 24's sandbox build, a
+// sandbox child using the build's start-up aids, /ready, a POST /export against a mounted .configu (an isolate
+// computes a key), the health check command, and SIGTERM ending the server with exit 0.
 //
 // `npm test` starts the image build in the background when the run begins (scripts/test.mjs) and runs this file last,
 // so the build overlaps the rest of the suite; run alone, this file builds the image itself. Base images are cached
@@ -115,6 +115,16 @@ test('the image: configuration, read-only files, --version, /ready, POST /export
   const version = runIn([...config.Entrypoint, '--version'], ['--user', '65532:65532']);
   const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
   assert.match(version.stdout, new RegExp(`^${pkg.version.replace(/\./g, '\\.')}\\nnode 24\\.\\d+\\.\\d+, sandbox isolated-vm 7\\.\\d+\\.\\d+ \\(isolated-vm-node24\\)\\n$`), version.stderr);
+
+  // The sandbox's start-up aids were made in the builder stage with the image's Node and ship in dist/sandbox: a
+  // sandbox child in the image warms up by the plan and V8 takes the code cache (the runtime's Node is stripped, not
+  // another build).
+  const child = runIn(
+    ['node', '--no-node-snapshot', '/app/dist/sandbox-child.js', JSON.stringify({ bundle: '/app/dist/sandbox/libraries.js', timeoutMs: 1000, memoryMb: 64, retireHeapMb: 32 })],
+    ['--user', '65532:65532'],
+  );
+  const ready = JSON.parse(child.stdout.split('\n')[0] || '{}') as { t?: string; codeCache?: string; seal?: { warm?: string; unsealed?: unknown[] } };
+  assert.deepEqual([ready.t, ready.seal?.warm, ready.codeCache, ready.seal?.unsealed], ['ready', 'plan', 'accepted', []], `${child.stdout.slice(0, 500)}\n${child.stderr}`);
 
   // A project mounted read-only at /config: a json-file store and a key computed in the expression sandbox.
   const dir = tempDir('cfgu-image-');
