@@ -10,7 +10,13 @@
 // server happens to get, while CPU time per request is what the variant itself costs. For a CPU-bound server the two
 // give the same overhead when the machine is quiet.
 //
-//   node bench/observability.mjs [--duration 5] [--rounds 3] [--connections 20]
+//   node bench/observability.mjs [--duration 5] [--rounds 3] [--connections 20] [--binary]
+//
+// --binary: each variant is the built binary (`node bin/cfgu.js serve --workers 1`, one sandbox child, no spare), set
+// by its environment (CONFIGU_METRICS_ENABLED, CONFIGU_LOG_ENABLED, CONFIGU_LOG_PROBES, OTEL_*), as an operator runs
+// it; the synchronous-writer variant, which only the bench server has, is left out. Without it, the servers are
+// bench/observability-server.ts under tsx, whose transform names every function it creates (esbuild's keepNames: a
+// property definition per closure made on the request path), a cost the built binary does not have.
 import { createServer as createHttpServer } from 'node:http';
 import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -27,8 +33,10 @@ const { values: args } = parseArgs({
     duration: { type: 'string', default: '5' },
     rounds: { type: 'string', default: '3' },
     connections: { type: 'string', default: '20' },
+    binary: { type: 'boolean', default: false },
   },
 });
+const binary = args.binary;
 const duration = Number(args.duration);
 const rounds = Number(args.rounds);
 const connections = Number(args.connections);
@@ -56,7 +64,7 @@ const VARIANTS = [
   { name: 'metrics on', metrics: true, log: 'off' },
   { name: 'metrics on + traces on (100% sampled)', metrics: true, tracing: true, log: 'off' },
   // The log-on variants log health probes too (log.probes), so that /live shows what a request line costs.
-  { name: 'log on, synchronous writer', metrics: false, log: 'sync', probes: true },
+  ...(binary ? [] : [{ name: 'log on, synchronous writer', metrics: false, log: 'sync', probes: true }]),
   { name: 'log on, asynchronous writer', metrics: false, log: 'async', probes: true },
   { name: 'metrics on, log on (asynchronous), probes logged', metrics: true, log: 'async', probes: true },
   { name: 'shipped defaults: metrics on, log on (asynchronous), probes not logged', metrics: true, log: 'async' },
@@ -74,10 +82,28 @@ const stopAll = () => {
 };
 process.on('exit', stopAll);
 
+/** The environment of a variant run as the binary: no CONFIGU_* or OTEL_* of this shell, the variant's own. */
+const binaryEnv = (v) => ({
+  ...Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(CONFIGU_|OTEL_)/.test(k))),
+  CONFIGU_EXPRESSION_WORKERS: '1',
+  CONFIGU_EXPRESSION_SPARES: '0',
+  CONFIGU_METRICS_ENABLED: String(v.metrics),
+  CONFIGU_LOG_ENABLED: String(v.log !== 'off'),
+  CONFIGU_LOG_PROBES: String(v.probes ?? false),
+  // The same batch settings as the bench server's: big enough that no span is dropped at these rates.
+  ...(v.tracing
+    ? { OTEL_EXPORTER_OTLP_ENDPOINT: sinkUrl, OTEL_TRACES_SAMPLER: 'always_on', OTEL_BSP_MAX_QUEUE_SIZE: '200000', OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '4096', OTEL_BSP_SCHEDULE_DELAY: '1000' }
+    : {}),
+});
 for (const v of VARIANTS) {
   const port = await freePort();
   const options = { config, port, metrics: v.metrics, log: v.log, probes: v.probes ?? false, ...(v.tracing ? { tracing: sinkUrl } : {}) };
-  const child = spawn(tsx, [join(root, 'bench/observability-server.ts'), JSON.stringify(options)], { stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = binary
+    ? spawn(process.execPath, [join(root, 'bin/cfgu.js'), 'serve', '--config', config, '--port', String(port), '--host', '127.0.0.1', '--workers', '1'], {
+        stdio: ['ignore', 'pipe', 'inherit'],
+        env: binaryEnv(v),
+      })
+    : spawn(tsx, [join(root, 'bench/observability-server.ts'), JSON.stringify(options)], { stdio: ['ignore', 'pipe', 'inherit'] });
   let logBytes = 0;
   child.stdout.on('data', (c) => (logBytes += c.length));
   servers.push({ v, child, base: `http://127.0.0.1:${port}`, logBytes: () => logBytes });
@@ -153,7 +179,7 @@ const pct = (x) => `${x >= 0 ? '+' : ''}${x.toFixed(1)}%`;
 const base = VARIANTS[0].name;
 const metricsOn = VARIANTS[1].name;
 const lines = [
-  `cfgu observability overhead: ${new Date().toISOString()}, ${rounds} rounds x ${duration} s per variant and workload, ${connections} connections, 1 process + 1 sandbox child per variant, load average (1 min) during the run ${Math.min(...loads).toFixed(1)}-${Math.max(...loads).toFixed(1)}`,
+  `cfgu observability overhead: ${new Date().toISOString()}, ${binary ? 'the built binary (--binary)' : 'bench/observability-server.ts under tsx'}, ${rounds} rounds x ${duration} s per variant and workload, ${connections} connections, 1 process + 1 sandbox child per variant, load average (1 min) during the run ${Math.min(...loads).toFixed(1)}-${Math.max(...loads).toFixed(1)}`,
   '',
   '| variant | workload | req/s, median (rounds) | CPU ms per request, median (rounds) | CPU per request vs base | req/s vs base | refused |',
   '|---|---|---|---|---|---|---|',
