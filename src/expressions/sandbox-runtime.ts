@@ -15,7 +15,7 @@ import validator from 'validator';
 import * as zod from 'zod';
 // @ts-expect-error chai 6 ships no type declarations (and @types/chai is not installed)
 import * as chai from 'chai';
-import { O, defineProperty, getOwnPropertyDescriptor, ownKeys, JSONparse, JSONstringify, StringCtor } from './sandbox/intrinsics.js';
+import { O, ArrayIsArray, defineProperty, getOwnPropertyDescriptor, ownKeys, JSONparse, JSONstringify, StringCtor } from './sandbox/intrinsics.js';
 import { JSONSchema, generation, generations } from './sandbox/json-schema.js';
 import { cache } from './sandbox/compile.js';
 import { handle, partial } from './sandbox/jobs.js';
@@ -62,7 +62,8 @@ function seal(warm = 'full'): string {
   let plan: WarmStep[] | undefined;
   if (warm !== 'full' && warm !== 'record') {
     try {
-      plan = JSONparse(warm) as WarmStep[];
+      const parsed: unknown = JSONparse(warm);
+      plan = ArrayIsArray(parsed) ? (parsed as WarmStep[]) : undefined;
     } catch {
       plan = undefined;
     }

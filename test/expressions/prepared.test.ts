@@ -104,13 +104,14 @@ describe('the sandbox warm-up plan and code cache', () => {
     assert.deepEqual({ ...answer, cpu: undefined }, { t: 'value', ok: true, value: true, cpu: undefined });
   });
 
-  it('a plan of another bundle, a plan that breaks half-way, and a rejected code cache: the full warm-up, and it works', async () => {
+  it('a plan of another bundle, a plan that breaks half-way, steps that are not a list, and a rejected code cache: the full warm-up, and it works', async () => {
     const plan = builtPlan();
     const broken = plan.steps.slice();
     broken[Math.floor(broken.length / 2)] = ['f', '', 'noSuchFactory', 0];
     const cases: Array<[string, string | undefined, Buffer | undefined, string, string]> = [
       ['another bundle', JSON.stringify({ ...plan, bundle: bundleDigest(`${source}\n`) }), undefined, 'full', 'none'],
       ['a broken step', JSON.stringify({ ...plan, steps: broken }), undefined, 'full', 'none'],
+      ['steps that are not a list', JSON.stringify({ ...plan, steps: { 0: plan.steps[0] } }), undefined, 'full', 'none'],
       ['a code cache of other bytes', JSON.stringify(plan), Buffer.alloc(4096, 7), 'plan', 'rejected'],
     ];
     const frozen = (await built()).ready.seal.frozen as number;

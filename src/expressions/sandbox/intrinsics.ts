@@ -3,6 +3,7 @@ export const O = Object;
 export const { freeze, defineProperty, getOwnPropertyDescriptor, getPrototypeOf } = Object;
 export const ownKeys = Reflect.ownKeys;
 export const apply = Reflect.apply;
+export const ArrayIsArray = Array.isArray;
 export const JSONparse = JSON.parse;
 export const JSONstringify = JSON.stringify;
 export const StringCtor = String;

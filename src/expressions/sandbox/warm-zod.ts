@@ -9,8 +9,8 @@ import { validateJsonSchema } from './json-schema.js';
 
 /**
  * One call of the warm-up that found a schema type not seen before: a factory of the `zod` namespace (or of its `iso`
- * / `coerce` namespaces) called with the arguments `ARG_LIST[arg]`, or a method of the `rep`-th such schema (in the
- * order they were found) called with them. The calls that found nothing new are not recorded.
+ * / `coerce` namespaces) called with the warm-up's argument list number `arg`, or a method of the `rep`-th such schema
+ * (in the order they were found) called with it. The calls that found nothing new are not recorded.
  */
 export type WarmStep = [kind: 'f', namespace: '' | 'iso' | 'coerce', name: string, arg: number] | [kind: 'm', rep: number, name: string, arg: number];
 
