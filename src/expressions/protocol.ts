@@ -103,13 +103,13 @@ export interface AnswerMeta {
  */
 export type ChildNotice = { t: 'ready'; startupMs?: number; renewals?: number; cpuMs?: number } | { t: 'renew' };
 
+/** The script name the bundle is compiled under in every isolate (a code cache is looked up under it too). */
+export const SANDBOX_FILENAME = 'cfgu-sandbox.js';
+
 /**
  * What the host writes to a child when it learns of a renewal: the child drops every job line before it (those were
  * written before the host knew, never ran, and are queued again by the host).
  */
-/** The script name the bundle is compiled under in every isolate (a code cache is looked up under it too). */
-export const SANDBOX_FILENAME = 'cfgu-sandbox.js';
-
 export const FLUSH_LINE = '{"t":"flush"}';
 
 /** The answer for a job that every wall allowance cut before its CPU time reached the budget: the host is overloaded. */

@@ -58,7 +58,8 @@ interface Sandbox {
  * job ran; later isolates of this process reuse it. It is code derived from the bundle's text only (V8 checks it
  * against the source), never heap state.
  */
-let codeCache: IVM.ExternalCopy<ArrayBuffer> | undefined = ((bytes) => (bytes ? new ivm.ExternalCopy(bytes) : undefined))(readCodeCache(options.bundle));
+const builtCodeCache = readCodeCache(options.bundle);
+let codeCache: IVM.ExternalCopy<ArrayBuffer> | undefined = builtCodeCache ? new ivm.ExternalCopy(builtCodeCache) : undefined;
 
 /** A fresh isolate with the bundle loaded and the realm sealed. */
 function createSandbox(): Sandbox {
