@@ -3,7 +3,10 @@
 //
 //   mkdir -p /tmp/cfgu-a && git archive <base> | tar -x -C /tmp/cfgu-a && ln -s "$PWD/node_modules" /tmp/cfgu-a/
 //   (cd /tmp/cfgu-a && node scripts/build.mjs) && node scripts/build.mjs
-//   node bench/ab-builds.mjs --a /tmp/cfgu-a --b . [--rounds 4] [--requests 8000] [--connections 10] [--workloads live,w10,w100]
+//   node bench/ab-builds.mjs --a /tmp/cfgu-a --b . [--rounds 4] [--requests 8000] [--connections 10] [--workloads live,w10,w100] [--log]
+//
+// --log: request and audit lines on (the shipped default), each server's stdout appended to a file of its own in a
+// temporary folder (removed at the end), as a log collector reading a file would have it; without it, lines are off.
 //
 // Both servers (one worker process each, with its sandbox children) run side by side on one fixture (bench/fixture.mjs,
 // json-file stores). Every round sends exactly --requests requests to each server in turn, the order flipped every
@@ -11,7 +14,8 @@
 // server's whole process tree, read from /proc before and after the round, divided by the requests: on a shared
 // machine throughput mostly measures the neighbours, while the CPU a request needs stays put. Best and median round.
 import { spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, openSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual, parseArgs } from 'node:util';
@@ -37,10 +41,11 @@ const { values: args } = parseArgs({
     requests: { type: 'string', default: '8000' },
     connections: { type: 'string', default: '10' },
     workloads: { type: 'string', default: 'live,w10,w100' },
+    log: { type: 'boolean', default: false },
   },
 });
 if (!args.a || !args.b) {
-  console.error('usage: node bench/ab-builds.mjs --a DIR --b DIR [--rounds 4] [--requests 8000] [--connections 10] [--workloads live,w10,w100]');
+  console.error('usage: node bench/ab-builds.mjs --a DIR --b DIR [--rounds 4] [--requests 8000] [--connections 10] [--workloads live,w10,w100] [--log]');
   process.exit(2);
 }
 const builds = [
@@ -63,12 +68,14 @@ function load(options) {
 }
 
 const config = writeFixture(join(here, '.tmp', 'ab-builds'));
+const logDir = args.log ? mkdtempSync(join(tmpdir(), 'cfgu-ab-logs-')) : undefined;
+process.on('exit', () => logDir && rmSync(logDir, { recursive: true, force: true }));
 const servers = [];
 async function start(build) {
   const port = await freePort();
   const child = spawn(process.execPath, [join(build.dir, 'bin/cfgu.js'), 'serve', '--config', config, '--port', String(port), '--host', '127.0.0.1', '--workers', '1'], {
-    env: { ...process.env, CONFIGU_LOG_ENABLED: 'false' },
-    stdio: ['ignore', 'ignore', 'inherit'],
+    env: { ...process.env, CONFIGU_LOG_ENABLED: args.log ? 'true' : 'false' },
+    stdio: ['ignore', logDir ? openSync(join(logDir, `${build.name}.log`), 'a') : 'ignore', 'inherit'],
   });
   servers.push(child);
   const base = `http://127.0.0.1:${port}`;

@@ -26,12 +26,12 @@ export function load(options) {
   });
 }
 
-/** Poll `${base}/ready` until it answers 200. */
-export async function waitReady(base, ms = 60000) {
+/** Poll `${base}/ready` (or another path) until it answers 200. */
+export async function waitReady(base, ms = 60000, path = '/ready') {
   const until = Date.now() + ms;
   while (Date.now() < until) {
     try {
-      if ((await fetch(`${base}/ready`)).status === 200) return;
+      if ((await fetch(`${base}${path}`)).status === 200) return;
     } catch {
       /* not listening yet */
     }
