@@ -1,10 +1,12 @@
 // A node:test reporter used by `npm test` beside the spec reporter: at the end, the time of each test file (the sum of
 // its top-level tests, which run one after another), slowest first, so the costs of the suite are visible per file.
 // The times are also recorded in .cache/test-durations.json (merged with earlier runs; scripts/test.mjs starts the
-// slowest files first from them). A failed file's time is not recorded.
+// slowest files first from them). A failed file's time is not recorded. Files are named by their source (the test
+// processes run bundles of them: scripts/build-tests.mjs).
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { sourceOf } from './build-tests.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const store = join(root, '.cache', 'test-durations.json');
@@ -16,7 +18,7 @@ function record(files) {
   } catch {
     /* none yet */
   }
-  for (const [file, r] of files) if (!r.failed) known[relative(root, file)] = Math.round(r.ms);
+  for (const [file, r] of files) if (!r.failed) known[sourceOf(file) ?? relative(root, file)] = Math.round(r.ms);
   try {
     mkdirSync(dirname(store), { recursive: true });
     writeFileSync(store, `${JSON.stringify(known, null, 1)}\n`);
@@ -40,6 +42,6 @@ export default async function* durations(source) {
   const total = rows.reduce((sum, [, r]) => sum + r.ms, 0);
   yield `\ntime per test file (sum of its top-level tests), slowest first; all files: ${(total / 1000).toFixed(1)} s\n`;
   for (const [file, r] of rows) {
-    yield `${(r.ms / 1000).toFixed(1).padStart(8)} s  ${relative(process.cwd(), file)}${r.failed ? `  (${r.failed} failed)` : ''}\n`;
+    yield `${(r.ms / 1000).toFixed(1).padStart(8)} s  ${sourceOf(file) ?? relative(process.cwd(), file)}${r.failed ? `  (${r.failed} failed)` : ''}\n`;
   }
 }

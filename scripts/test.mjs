@@ -1,34 +1,18 @@
-// `npm test`: build, install what the suites need when missing, then run every test file with node's test runner (tsx).
+// `npm test`: build, install what the suites need when missing, then run every test file with node's test runner (each
+// file bundled to JavaScript first by scripts/build-tests.mjs).
 // Nothing here starts a service: tests that need a server of their own start it and stop it (test/helpers/private.ts).
 import { spawn, spawnSync } from 'node:child_process';
-import { readdirSync, readFileSync, statSync, existsSync, mkdtempSync, openSync, rmSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync, mkdtempSync, openSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { CAPTURE_SOURCE, bundleOf } from './build-tests.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const run = (cmd, args, opts = {}) => {
   const r = spawnSync(cmd, args, { stdio: 'inherit', cwd: root, ...opts });
   if (r.status !== 0) process.exit(r.status ?? 1);
 };
-
-// The build, the type check and the layering check side by side (they read the sources and write nothing the others
-// read); any failure stops the run with its exit code. Types: tsx runs code it cannot type-check, so a type error
-// would otherwise pass unnoticed. Layering (docs/architecture.md): src/core imports no other folder of src/, and
-// folders form no cycle.
-const together = (...steps) =>
-  Promise.all(steps.map(([cmd, args]) => new Promise((resolve) => spawn(cmd, args, { stdio: 'inherit', cwd: root }).on('close', (code) => resolve(code ?? 1)))));
-for (const code of await together(
-  [process.execPath, [join(root, 'scripts/build.mjs')]],
-  [join(root, 'node_modules/.bin/tsc'), ['--noEmit', '-p', root]],
-  [process.execPath, [join(root, 'scripts/check-layers.mjs')]],
-)) {
-  if (code !== 0) process.exit(code);
-}
-// Optional install steps (etcd, Chromium, ...): scripts/test-setup-*.sh; they start nothing.
-for (const f of readdirSync(join(root, 'scripts')).filter((f) => /^test-setup-.+\.sh$/.test(f)).sort()) {
-  run('bash', [join(root, 'scripts', f)]);
-}
 
 const walk = (dir) =>
   readdirSync(dir).flatMap((name) => {
@@ -39,6 +23,26 @@ const walk = (dir) =>
 const filter = process.argv.slice(2);
 let files = walk(join(root, 'test')).map((p) => relative(root, p)).sort();
 if (filter.length) files = files.filter((f) => filter.some((x) => f.includes(x)));
+// The build, the type check, the layering check and the test build side by side (they read the sources and write
+// nothing the others read); any failure stops the run with its exit code. Types: neither esbuild nor tsx checks them, so
+// a type error would otherwise pass unnoticed. Layering (docs/architecture.md): src/core imports no other folder of
+// src/, and folders form no cycle. The test build (scripts/build-tests.mjs): each test file as one JavaScript bundle,
+// so that test processes run on plain node.
+const together = (...steps) =>
+  Promise.all(steps.map(([cmd, args]) => new Promise((resolve) => spawn(cmd, args, { stdio: 'inherit', cwd: root }).on('close', (code) => resolve(code ?? 1)))));
+for (const code of await together(
+  [process.execPath, [join(root, 'scripts/build.mjs')]],
+  [join(root, 'node_modules/.bin/tsc'), ['--noEmit', '-p', root]],
+  [process.execPath, [join(root, 'scripts/check-layers.mjs')]],
+  [process.execPath, [join(root, 'scripts/build-tests.mjs'), ...files]],
+)) {
+  if (code !== 0) process.exit(code);
+}
+// Optional install steps (etcd, Chromium, ...): scripts/test-setup-*.sh; they start nothing.
+for (const f of readdirSync(join(root, 'scripts')).filter((f) => /^test-setup-.+\.sh$/.test(f)).sort()) {
+  run('bash', [join(root, 'scripts', f)]);
+}
+
 // Slowest first, by the times of earlier runs (.cache/test-durations.json, written by scripts/test-durations.mjs), so
 // the files running side by side finish together instead of one long file starting last; files without a recorded
 // time go first.
@@ -71,7 +75,6 @@ if (!files.length) {
   console.error('no test files found');
   process.exit(1);
 }
-const tsx = join(root, 'node_modules/.bin/tsx');
 const started = Date.now();
 process.on('exit', () => console.error(`cfgu test: ${files.length} file(s) in ${((Date.now() - started) / 1000).toFixed(1)} s`));
 // Two files at a time by default: most of a file's time is waiting on child processes and servers (README.md,
@@ -80,9 +83,10 @@ const reporters = ['--test-reporter=spec', '--test-reporter-destination=stdout',
 const concurrency = [`--test-concurrency=${/^[1-9]$/.test(process.env.CFGU_TEST_CONCURRENCY ?? '') ? process.env.CFGU_TEST_CONCURRENCY : 2}`];
 // The whole-suite secret scan (docs/security.md): every test process captures what the shared helpers saw into a
 // temporary folder (test/helpers/capture.ts, loaded first in each), scanned for planted secrets once the tests end.
+// The processes run the test build's bundles (scripts/build-tests.mjs) on plain node, source maps on for stack traces.
 const capture = mkdtempSync(join(tmpdir(), 'cfgu-capture-'));
-const testArgs = ['--test', '--import', pathToFileURL(join(root, 'test/helpers/capture.ts')).href, ...concurrency, ...reporters, ...files];
-const tests = spawnSync(existsSync(tsx) ? tsx : 'npx', existsSync(tsx) ? testArgs : ['tsx', ...testArgs], { stdio: 'inherit', cwd: root, env: { ...process.env, CFGU_TEST_CAPTURE: capture } });
+const testArgs = ['--enable-source-maps', '--test', '--import', pathToFileURL(bundleOf(relative(root, CAPTURE_SOURCE))).href, ...concurrency, ...reporters, ...files.map(bundleOf)];
+const tests = spawnSync(process.execPath, testArgs, { stdio: 'inherit', cwd: root, env: { ...process.env, CFGU_TEST_CAPTURE: capture } });
 // The 2,000-record floor holds for a whole-suite run; a run of some files only reports (CFGU_SECRET_SCAN_MIN overrides).
 const min = filter.length ? ['--min', process.env.CFGU_SECRET_SCAN_MIN ?? '0'] : [];
 const scanned = spawnSync(process.execPath, [join(root, 'scripts/secret-scan.mjs'), capture, ...min], { stdio: 'inherit', cwd: root });

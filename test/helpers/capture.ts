@@ -55,7 +55,8 @@ const folder = process.env.CFGU_TEST_CAPTURE || undefined;
 /** True when this process writes a capture. */
 export const capturing = folder !== undefined;
 const target = folder && join(folder, `${process.pid}.jsonl`);
-const file = process.argv[1] ? relative(ROOT, process.argv[1]) : '?';
+/** The test file of this process, named by its source (`npm test` runs bundles of them, under .cache/test-build/). */
+const file = process.argv[1] ? relative(ROOT, process.argv[1]).replace(/^\.cache\/test-build\/(.*)\.mjs$/, '$1.ts') : '?';
 /** Over this length, a text without the marker is stored cut (it is counted, and has nothing to find). */
 const KEEP = 16_384;
 
