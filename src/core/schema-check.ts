@@ -59,9 +59,18 @@ const metaAjv = new Ajv({ allErrors: true, strict: false, validateFormats: false
 export const MAX_DECLARATION_DEPTH = 64;
 
 /**
+ * How deeply a declaration's `schema` (a JSON Schema) may nest. The sandbox compiles it with Ajv inside an isolate,
+ * whose stack is much smaller than a Node process's, and Ajv's compile recursion grows with the nesting: 61 nested
+ * `items` compiled as the first job of a fresh sandbox child and 63 failed ("ajv implementation error"), later ones
+ * deeper once the compiler's code was optimised. A limit of 64 would answer a declaration within it with 200 or 422 by
+ * the sandbox's state; at 32 the same schema always compiles, with about twice the headroom.
+ */
+export const MAX_SCHEMA_DEPTH = 32;
+
+/**
  * Why a schema cannot be keyed by its JSON text, or undefined: a value that is not JSON (`undefined`, a function, a
  * class instance), a number JSON cannot hold (the body parser turns `1e400` into Infinity, which JSON.stringify would
- * write as `null`), or nesting deeper than MAX_DECLARATION_DEPTH. Iterative, stops at the first problem.
+ * write as `null`), or nesting deeper than MAX_DECLARATION_DEPTH (MAX_SCHEMA_DEPTH in a `schema` declaration). Iterative, stops at the first problem.
  */
 export function jsonShapeIssue(schema: unknown): InputIssue | undefined {
   interface Item {
@@ -93,7 +102,8 @@ export function jsonShapeIssue(schema: unknown): InputIssue | undefined {
   while (stack.length) {
     const item = stack.pop()!;
     const { value, level, place, at, key, prop } = item;
-    if (level > MAX_DECLARATION_DEPTH) return issue(item, `is nested more than ${MAX_DECLARATION_DEPTH} levels deep`);
+    const limit = key !== undefined && prop === 'schema' ? MAX_SCHEMA_DEPTH : MAX_DECLARATION_DEPTH;
+    if (level > limit) return issue(item, `is nested more than ${limit} levels deep`);
     const isArray = Array.isArray(value);
     const names = isArray ? undefined : Object.keys(value);
     const count = isArray ? (value as unknown[]).length : names!.length;

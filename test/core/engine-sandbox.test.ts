@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { exportPipeline, ValidationError, type EvalFailure, type EvalCommandInput } from '../../src/core/index.js';
 import { createSandboxEvaluator } from '../../src/expressions/index.js';
 import { MemoryStore, MemoryResolver } from '../helpers/engine.js';
+import { MAX_SCHEMA_DEPTH } from '../../src/core/schema-check.js';
 
 const expressions = createSandboxEvaluator({ workers: 2, spares: 0, timeoutMs: 200 });
 after(() => expressions.close());
@@ -94,4 +95,25 @@ test('keys named __proto__, constructor and toString are ordinary keys (store, o
   assert.equal(JSON.stringify(configs), '{"__proto__":"stored","constructor":"c","toString":"stored-c"}');
   const overridden = await exportPipeline(JSON.parse('[{"schema":{"keys":{"__proto__":{}}},"configs":{"__proto__":"over"}}]'), { stores: protoStores, expressions });
   assert.equal(JSON.stringify(overridden.configs), '{"__proto__":"over"}');
+});
+
+test('a `schema` declaration at the nesting limit compiles as the first job of a fresh sandbox child', async () => {
+  // MAX_SCHEMA_DEPTH (32): a fresh child runs the compiler unoptimised, its deepest stack; 63 levels failed there.
+  const fresh = createSandboxEvaluator({ workers: 1, spares: 0 });
+  try {
+    let schema: Record<string, unknown> = { type: 'string' };
+    for (let i = 0; i < MAX_SCHEMA_DEPTH - 1; i++) schema = { items: schema };
+    const nested = (leaf: string) => '['.repeat(MAX_SCHEMA_DEPTH - 1) + leaf + ']'.repeat(MAX_SCHEMA_DEPTH - 1);
+    const run = (value: string) => exportPipeline([{ schema: { keys: { N: { schema } } }, configs: { N: value } }], { stores, expressions: fresh });
+    assert.deepEqual((await run(nested('"deep"'))).configs.N, JSON.parse(nested('"deep"')));
+    await assert.rejects(run(nested('5')), (e: unknown) => {
+      assert.ok(e instanceof ValidationError);
+      assert.equal(e.failures.length, 1);
+      assert.equal(e.failures[0]!.rule, 'schema');
+      assert.match(e.failures[0]!.message, /^the value of key "N" does not match its `schema`: data(\/0){31} must be string$/);
+      return true;
+    });
+  } finally {
+    await fresh.close();
+  }
 });

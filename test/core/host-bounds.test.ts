@@ -18,6 +18,7 @@ import {
 } from '../../src/core/index.js';
 import { configureSchemaCache, constAnalysisSteps, schemaCacheStats } from '../../src/core/schema.js';
 import { MAX_VALUE_DEPTH } from '../../src/core/coerce.js';
+import { MAX_DECLARATION_DEPTH, MAX_SCHEMA_DEPTH, jsonShapeIssue } from '../../src/core/schema-check.js';
 import { analyseTemplate, parseTemplate } from '../../src/core/template.js';
 import { MemoryStore, MemoryResolver, HostEvaluator } from '../helpers/engine.js';
 
@@ -264,9 +265,21 @@ test('declarations nest at most 64 levels; deeper is a 400 issue, not a stack ov
   assert.deepEqual(issuesOf({ keys: { E: { enum: nest(1600), default: nest(1599) } } }), [
     { path: '/keys/E/enum', message: '`enum` of key "E" is nested more than 64 levels deep' },
   ]);
-  assert.deepEqual(issuesOf({ keys: { E: { schema: { not: nest(100) } } } }), [{ path: '/keys/E/schema', message: '`schema` of key "E" is nested more than 64 levels deep' }]);
+  assert.deepEqual(issuesOf({ keys: { E: { schema: { not: nest(100) } } } }), [{ path: '/keys/E/schema', message: '`schema` of key "E" is nested more than 32 levels deep' }]);
   assert.deepEqual(issuesOf({ keys: { E: null }, extra: nest(100) }), [{ path: '/extra', message: 'the schema is nested more than 64 levels deep' }]);
   assert.deepEqual(issuesOf({ keys: nest(100) }), [{ path: '/keys', message: '`keys` is nested more than 64 levels deep' }]);
+});
+
+test('a `schema` declaration nests at most 32 levels (the sandbox compiles it); other properties and top-level ones keep 64', () => {
+  /** `n` nested `items`: levels 1 (the outer object) to n + 1 (the innermost `{}`). */
+  const items = (n: number): unknown => (n === 0 ? {} : { items: items(n - 1) });
+  prepareSchema({ keys: { S: { schema: items(31) as object } } });
+  assert.deepEqual(issuesOf({ keys: { S: { schema: items(32) } } }), [{ path: '/keys/S/schema', message: '`schema` of key "S" is nested more than 32 levels deep' }]);
+  assert.equal(MAX_SCHEMA_DEPTH, 32);
+  assert.equal(MAX_DECLARATION_DEPTH, 64);
+  // The same nesting in an `enum` value, and in a top-level property named `schema`, is within 64.
+  prepareSchema({ keys: { E: { enum: [items(62)] as unknown[] } } });
+  assert.equal(jsonShapeIssue({ keys: {}, schema: items(62) }), undefined);
 });
 
 test('non-finite numbers and non-JSON values are refused, so the cache text is exact', () => {

@@ -413,11 +413,12 @@ export function nondeterminismCheck(phase: string, a: Answer, b: Answer): string
 function diffMessage(a: Answer, b: Answer): string {
   const x = normalizeAnswer(a);
   const y = normalizeAnswer(b);
-  // the first difference, with some context: the status line alone rarely says what changed
+  // the first difference, with some context (640 characters: enough for an error body's message): the status line
+  // alone rarely says what changed
   let i = 0;
   while (i < x.length && x[i] === y[i]) i++;
   const at = Math.max(0, Math.min(i - 80, x.indexOf('\n') + 1 > i ? 0 : i - 80));
-  const show = (t: string) => `${t.slice(0, t.indexOf('\n') < 0 ? t.length : t.indexOf('\n'))} ...${t.slice(at, at + 240)}`.replace(/\n/g, ' ');
+  const show = (t: string) => `${t.slice(0, t.indexOf('\n') < 0 ? t.length : t.indexOf('\n'))} ...${t.slice(at, at + 640)}`.replace(/\n/g, ' ');
   return `first: ${show(x)} | then: ${show(y)}`;
 }
 

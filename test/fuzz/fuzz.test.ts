@@ -134,7 +134,7 @@ describe('a short campaign against the binary', { timeout: 600_000 }, () => {
     assert.ok(answered >= REQUESTS * 0.95, `only ${answered} of ${REQUESTS} answered`);
     for (const s of ['200', '400', '422']) assert.ok((result.statusCounts[s] ?? 0) > 5, `few ${s} answers: ${JSON.stringify(result.statusCounts)}`);
     const unknown = result.findings.filter((f) => !isKnown(f));
-    const lines = [...groupFindings(unknown)].map(([k, fs]) => `${k} (${fs.length}x) case ${fs[0]!.index}: ${fs[0]!.message.slice(0, 300)}`);
+    const lines = [...groupFindings(unknown)].map(([k, fs]) => `${k} (${fs.length}x) case ${fs[0]!.index}: ${fs[0]!.message.slice(0, 1500)}`);
     assert.deepEqual(lines, [], `replay one with: node scripts/fuzz.mjs --seed ${SEED} --requests ${REQUESTS} --profile quick --concurrency 1 --workers 1 --resend 0.5`);
     const known = new Set(result.findings.filter(isKnown).map(classOf));
     if (known.size) t.diagnostic(`known failures still present: ${[...known].join(', ')}`);

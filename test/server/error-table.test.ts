@@ -395,11 +395,14 @@ describe('host-side bounds of a request (issue 10): exact status and body', () =
     ok(await post(a, JSON.stringify([command('C', 1000), command('D', 1000)])), { C: 'x'.repeat(1000), D: 'x'.repeat(1000) });
   });
 
-  test('400: a declaration nested deeper than 64 levels (an enum of 1,600 nested arrays)', async () => {
+  test('400: a declaration nested deeper than 64 levels (an enum of 1,600 nested arrays), a `schema` deeper than 32', async () => {
     const a = await app();
     const deep = '['.repeat(1600) + ']'.repeat(1600);
     const message = '`enum` of key "E" is nested more than 64 levels deep';
     exactly(await post(a, `[{"store":"main","schema":{"keys":{"E":{"enum":[${deep}],"default":${deep}}}}}]`), 400, invalidSchema(message, '/0/schema/keys/E/enum'));
+    // A `schema` declaration nests at most 32 levels (the sandbox compiles it): 32 nested `items` are 33 levels.
+    const items = '{"items":'.repeat(32) + '{}' + '}'.repeat(32);
+    exactly(await post(a, `[{"store":"main","schema":{"keys":{"S":{"schema":${items}}}}}]`), 400, invalidSchema('`schema` of key "S" is nested more than 32 levels deep', '/0/schema/keys/S/schema'));
   });
 
   test('400: non-finite numbers are refused; the answer does not depend on what came before', async () => {
