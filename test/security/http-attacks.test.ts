@@ -373,7 +373,8 @@ describe('deeply nested and oversized JSON', () => {
   });
 
   test('a `default` and `enum` nested deep are a 400 at every depth (3k deep was a 500: a stack overflow in the checks)', async () => {
-    // Declarations nest at most 64 levels: every depth beyond is the same 400, found before any recursive step runs.
+    // Declarations nest at most 64 levels (a `schema` 32): every depth beyond is the same 400, found before any
+    // recursive step runs.
     for (const n of [2000, 3000, 4000, 6000, 100_000]) {
       const r = await post(`[{"schema":{"keys":{"X":{"default":${nested(n)},"enum":[${nested(n)},${nested(n - 1)}]}}}}]`);
       const p = problem(r, 400, 'urn:cfgu:problem:invalid-schema', 'Invalid Schema');
@@ -381,7 +382,7 @@ describe('deeply nested and oversized JSON', () => {
       assert.deepEqual(p.issues, [{ path: '/0/schema/keys/X/default', message: p.detail }]);
     }
     const deepSchema = problem(await post(`[{"schema":{"keys":{"X":{"schema":${'{"not":'.repeat(50_000)}{}${'}'.repeat(50_000)}}}}}]`), 400, 'urn:cfgu:problem:invalid-schema', 'Invalid Schema');
-    assert.equal(deepSchema.detail, '`schema` of key "X" is nested more than 64 levels deep');
+    assert.equal(deepSchema.detail, '`schema` of key "X" is nested more than 32 levels deep');
     await stillServing();
   });
 
