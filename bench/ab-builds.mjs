@@ -3,7 +3,7 @@
 //
 //   mkdir -p /tmp/cfgu-a && git archive <base> | tar -x -C /tmp/cfgu-a && ln -s "$PWD/node_modules" /tmp/cfgu-a/
 //   (cd /tmp/cfgu-a && node scripts/build.mjs) && node scripts/build.mjs
-//   node bench/ab-builds.mjs --a /tmp/cfgu-a --b . [--rounds 4] [--requests 8000] [--connections 10] [--workloads live,w10,w100] [--log]
+//   node bench/ab-builds.mjs --a /tmp/cfgu-a --b . [--rounds 4] [--requests 8000] [--connections 10] [--workloads live,w10,w100,pipeline,w1000] [--log]
 //
 // --log: request and audit lines on (the shipped default), each server's stdout appended to a file of its own in a
 // temporary folder (removed at the end), as a log collector reading a file would have it; without it, lines are off.
@@ -45,16 +45,16 @@ const { values: args } = parseArgs({
   },
 });
 if (!args.a || !args.b) {
-  console.error('usage: node bench/ab-builds.mjs --a DIR --b DIR [--rounds 4] [--requests 8000] [--connections 10] [--workloads live,w10,w100] [--log]');
+  console.error('usage: node bench/ab-builds.mjs --a DIR --b DIR [--rounds 4] [--requests 8000] [--connections 10] [--workloads live,w10,w100,pipeline,w1000] [--log]');
   process.exit(2);
 }
 const builds = [
   { name: 'A', dir: resolve(args.a) },
   { name: 'B', dir: resolve(args.b) },
 ];
-const byName = { live: allWorkloads[0], w10: allWorkloads[1], w100: allWorkloads[2] };
+const byName = { live: allWorkloads[0], w10: allWorkloads[1], w100: allWorkloads[2], pipeline: allWorkloads[3], w1000: allWorkloads[4] };
 const chosen = args.workloads.split(',').map((w) => {
-  if (!byName[w]) throw new Error(`unknown workload ${w} (live, w10, w100)`);
+  if (!byName[w]) throw new Error(`unknown workload ${w} (live, w10, w100, pipeline, w1000)`);
   return { id: w, ...byName[w] };
 });
 

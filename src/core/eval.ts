@@ -16,7 +16,7 @@ import {
   type FailureRule,
   type InputIssue,
 } from './errors.js';
-import { parseSet, keyProblem, setOwn, truncate, type ParsedSet } from './names.js';
+import { parseSet, keyProblem, newRecord, setOwn, truncate, type ParsedSet } from './names.js';
 import { prepareSchema, stringifyValue, type PreparedKey, type PreparedSchema } from './schema.js';
 import { declaredTypeOf } from './coerce.js';
 import { viewOf } from './view.js';
@@ -256,7 +256,7 @@ function evaluateValues(
   failures: EvalFailure[],
 ): EvalResult {
   const { schema, set, overrides, index } = command;
-  const current: Record<string, EvaluatedConfig> = {};
+  const current = newRecord<EvaluatedConfig>(schema.keys.length);
   // 1. empty
   for (const p of schema.keys) setOwn(current, p.key, { key: p.key, value: '', origin: 'empty', cfgu: p.cfgu, set: set.path });
   // 2. store: the deepest set of the hierarchy holding a non-empty value wins.
@@ -319,7 +319,7 @@ function evaluateValues(
   }
   // 5. pipe
   if (!pipe) return current;
-  const merged: EvalResult = {};
+  const merged: EvalResult = newRecord(schema.keys.length);
   for (const key of Object.keys(pipe)) {
     const piped = pipe[key]!;
     const mine = Object.prototype.hasOwnProperty.call(current, key) ? current[key] : undefined;
@@ -466,8 +466,9 @@ async function computeAndValidate(
   const failedConsts = new Set<string>();
   if (consts.length || tests.length) {
     if (!deps.expressions) throw new SandboxUnavailableError('this schema uses expressions, but no expression evaluator is configured');
-    const configs: Record<string, ConfigView> = {};
-    for (const key of Object.keys(result)) setOwn(configs, key, viewOf(result[key]!));
+    const resultKeys = Object.keys(result);
+    const configs = newRecord<ConfigView>(resultKeys.length);
+    for (const key of resultKeys) setOwn(configs, key, viewOf(result[key]!));
     const job: ExpressionJob = {
       input: {
         store: { type: command.store?.type ?? '' },

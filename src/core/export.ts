@@ -1,12 +1,13 @@
 /** The export: hidden keys left out, every value coerced (coerce.ts). */
 import { coerceValue, declaredTypeOf } from './coerce.js';
-import { setOwn } from './names.js';
+import { newRecord, setOwn } from './names.js';
 import { evaluatePipeline, type EngineDeps, type PipelineOptions } from './eval.js';
 import type { EvalCommandInput, EvalResult, ExportedConfigs } from './types.js';
 
 export function exportResult(result: EvalResult): ExportedConfigs {
-  const out: ExportedConfigs = {};
-  for (const key of Object.keys(result)) {
+  const keys = Object.keys(result);
+  const out: ExportedConfigs = newRecord(keys.length);
+  for (const key of keys) {
     const e = result[key]!;
     if (e.cfgu.hidden === true) continue;
     setOwn(out, key, coerceValue(e.value, declaredTypeOf(e.cfgu)));

@@ -11,7 +11,7 @@ export { parseSet, keyProblem, normaliseName, type ParsedSet } from './names.js'
 export { coerceValue, declaredTypeOf } from './coerce.js';
 export { labelsOf, viewOf } from './view.js';
 export { HIDDEN_MARK, MIN_RUN, SHORT_VALUE_MESSAGE, LARGE_VALUES_MESSAGE, Redactor, redactorFor, redactorForResult, secretKeys, hiddenNames, constReadsHidden, type RedactionEntry } from './redact.js';
-export { freezeDeep, isDeepFrozen } from './frozen.js';
+export { freezeDeep, isDeepFrozen, keyCount } from './frozen.js';
 export * from './errors.js';
 export * from './error-catalogue.js';
 export type * from './types.js';

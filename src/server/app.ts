@@ -19,7 +19,7 @@ import cors from '@fastify/cors';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { Logger } from 'pino';
-import { exportPipeline } from '../core/index.js';
+import { exportPipeline, keyCount } from '../core/index.js';
 import { ConfigurationError, ForbiddenError, LimitError, UnknownStoreError } from '../core/errors.js';
 import type { EvalCommandInput } from '../core/types.js';
 import { requestContext, type ExpressionEvaluator } from '../expressions/types.js';
@@ -410,8 +410,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
         for (let i = 0; i < body.length; i++) {
           const keys = (body[i] as { schema?: { keys?: unknown } } | null)?.schema?.keys;
           if (keys && typeof keys === 'object') {
-            let n = 0;
-            for (const _ in keys) n++;
+            const n = keyCount(keys);
             if (n > settings.limits.keys) {
               done(new LimitError(`command ${i} declares ${n} keys; the limit is ${settings.limits.keys}`));
               return;

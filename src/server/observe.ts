@@ -18,6 +18,7 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, propagation, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import { CfguError, ValidationError } from '../core/errors.js';
+import { keyCount } from '../core/frozen.js';
 import type { CommandInfo, EngineObserver } from '../core/ports.js';
 import type { EvalCommandInput } from '../core/types.js';
 import type { ExpressionEvaluator, ExpressionJob, ExpressionResult, RunContext } from '../expressions/types.js';
@@ -77,7 +78,7 @@ function keysOf(commands: readonly EvalCommandInput[]): number {
   let n = 0;
   for (const c of commands) {
     const keys = (c as { schema?: { keys?: unknown } } | null)?.schema?.keys;
-    if (keys && typeof keys === 'object') for (const _ in keys) n++;
+    if (keys && typeof keys === 'object') n += keyCount(keys);
   }
   return n;
 }

@@ -97,6 +97,27 @@ test('keys named __proto__, constructor and toString are ordinary keys (store, o
   assert.equal(JSON.stringify(overridden.configs), '{"__proto__":"over"}');
 });
 
+test('the same in a schema of more than 64 keys, whose records have no prototype (names.ts, newRecord)', async () => {
+  const protoStores = new MemoryResolver([new MemoryStore('m', 'in-memory', [{ set: '', key: '__proto__', value: 'stored' }, { set: '', key: 'K_3', value: 'three' }])], 'm');
+  const filler = Array.from({ length: 80 }, (_, i) => `"K_${i}":{"default":"${i}"}`).join(',');
+  const body = JSON.parse(
+    `[{"schema":{"keys":{"__proto__":{"test":"$.value === \\"stored\\""},"constructor":{"default":"c"},${filler}}}},` +
+      `{"schema":{"keys":{"toString":{"const":"{{ $.configs.__proto__.value }}-{{ $.configs.constructor.value }}-{{ $.configs.K_3.value }}"},"hasOwnProperty":{},${filler}}},"configs":{"hasOwnProperty":"h"}}]`,
+  );
+  const { configs } = await exportPipeline(body, { stores: protoStores, expressions });
+  const keys = Object.keys(configs);
+  assert.equal(keys.length, 84);
+  assert.deepEqual(keys.slice(0, 2), ['__proto__', 'constructor']);
+  assert.deepEqual(keys.slice(-2), ['toString', 'hasOwnProperty']);
+  const parsed = JSON.parse(JSON.stringify(configs));
+  assert.equal(parsed.constructor, 'c');
+  assert.equal(parsed.toString, 'stored-c-three');
+  assert.equal(parsed.hasOwnProperty, 'h');
+  assert.equal(parsed.K_3, 'three');
+  assert.equal(parsed.K_79, 79);
+  assert.ok(JSON.stringify(configs).startsWith('{"__proto__":"stored","constructor":"c","K_0":0,'));
+});
+
 test('a `schema` declaration at the nesting limit compiles as the first job of a fresh sandbox child', async () => {
   // MAX_SCHEMA_DEPTH (32): a fresh child runs the compiler unoptimised, its deepest stack; 63 levels failed there.
   const fresh = createSandboxEvaluator({ workers: 1, spares: 0 });
