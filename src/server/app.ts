@@ -47,6 +47,7 @@ import { docsUiOptions, finishOpenapi, openapiInfo } from './docs-ui.js';
 import { createLogger } from './logger.js';
 import { etagOf, sendAnswer, WatchHub } from './watch.js';
 import { createObservation } from './observe.js';
+import { bodyValidatorFactory } from './body-validation.js';
 
 export interface BuildServerOptions {
   /** The stores requests may name (a StoreRegistry from src/config, already built; init is the caller's job). */
@@ -152,6 +153,8 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     keepAliveTimeout: idleTimeoutMs,
     clientErrorHandler: createClientErrorHandler(settings, settings.log.enabled && logger ? logger : undefined),
     ...(https ? { https: { ...https, ...serverOptions } } : { http: serverOptions }),
+    // Fastify's own Ajv compiler, with body checks remembered for the body cache's frozen bodies (body-validation.ts).
+    schemaController: { compilersFactory: { buildValidator: bodyValidatorFactory() } },
     ajv: {
       customOptions: {
         // The body is checked, never repaired: no coercion, no defaults, no silent removal of unknown properties.

@@ -46,31 +46,45 @@ export function splitWrites(configs: readonly Config[]): { upserts: Config[]; de
 }
 
 /** Keep only the rows that answer one of the queries exactly (SQL collations may compare case-insensitively). */
-/** Configs indexed set -> key -> config: a lookup hashes two strings the caller already has, builds none. */
-export type SetIndex = Map<string, Map<string, Config>>;
+/**
+ * Configs indexed set -> key -> config: a lookup hashes two strings the caller already has, builds none. The configs
+ * in an index are frozen copies (`indexEntry`), so a lookup can hand them out as they are.
+ */
+export type SetIndex = Map<string, Map<string, Readonly<Config>>>;
+
+/** A frozen copy of a config, as an index holds it. */
+export const indexEntry = (c: Config): Readonly<Config> => Object.freeze({ set: c.set, key: c.key, value: c.value });
 
 export function indexBySet(configs: Iterable<Config>): SetIndex {
   const index: SetIndex = new Map();
   for (const c of configs) {
     let keys = index.get(c.set);
     if (!keys) index.set(c.set, (keys = new Map()));
-    keys.set(c.key, c);
+    keys.set(c.key, indexEntry(c));
   }
   return index;
 }
 
 /**
  * Answer a batch from an in-process index (exact lookups, so no filtering is needed): the non-empty configs, each
- * once (duplicate queries answered once), as copies the caller may keep.
+ * once (duplicate queries answered once). They are the index's own frozen entries, not copies: an index is replaced,
+ * never changed in place, so an answer stays as it was. Queries come grouped by set (the engine asks for every key of
+ * one set, then the next), so the set's map is looked up once per run of queries for that set.
  */
 export function lookUp(index: SetIndex, queries: readonly ConfigQuery[]): Config[] {
   const out: Config[] = [];
-  const seen = queries.length > 1 ? new Set<Config>() : undefined;
+  const seen = queries.length > 1 ? new Set<Readonly<Config>>() : undefined;
+  let set: string | null = null;
+  let keys: Map<string, Readonly<Config>> | undefined;
   for (const q of queries) {
-    const c = index.get(q.set)?.get(q.key);
+    if (q.set !== set) {
+      set = q.set;
+      keys = index.get(set);
+    }
+    const c = keys?.get(q.key);
     if (!c || c.value === '' || seen?.has(c)) continue;
     seen?.add(c);
-    out.push({ set: c.set, key: c.key, value: c.value });
+    out.push(c);
   }
   return out;
 }

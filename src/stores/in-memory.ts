@@ -2,7 +2,7 @@
  * `in-memory`: configs in process memory. For tests and examples; lost when the process ends. Its change feed is told
  * of each write directly (nothing else can write to it).
  */
-import { lookUp, splitWrites, type SetIndex } from './common.js';
+import { indexEntry, lookUp, splitWrites, type SetIndex } from './common.js';
 import { FeedSink, LocalFeeds, OpenFeeds, setsOf } from './feed.js';
 import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from './types.js';
 
@@ -26,7 +26,7 @@ export class InMemoryConfigStore implements ConfigStore {
     for (const c of upserts) {
       let keys = this.data.get(c.set);
       if (!keys) this.data.set(c.set, (keys = new Map()));
-      keys.set(c.key, { set: c.set, key: c.key, value: c.value });
+      keys.set(c.key, indexEntry(c));
     }
     if (configs.length) this.feeds.written(configs);
   }

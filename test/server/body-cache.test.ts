@@ -1,6 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { BodyCache } from '../../src/server/body-cache.js';
+import { rememberPasses } from '../../src/server/body-validation.js';
 import { isDeepFrozen } from '../../src/core/index.js';
 
 const body = (n: number, pad = 300) => JSON.stringify([{ schema: { keys: { [`K${n}`]: { description: 'x'.repeat(pad) } } } }]);
@@ -33,4 +34,33 @@ test('bounded by total text size, least recently used evicted first; tiny and hu
   const huge = body(4, 2000);
   cache.add(huge, JSON.parse(huge));
   assert.equal(cache.get(huge), undefined);
+});
+
+test('a body check is skipped only for a deep-frozen value that passed it before', () => {
+  const calls: unknown[] = [];
+  const check = Object.assign(
+    (data: unknown) => {
+      calls.push(data);
+      const ok = Array.isArray(data) && data.length > 0;
+      check.errors = ok ? null : [{ message: 'must be a non-empty array' }];
+      return ok;
+    },
+    { errors: null as unknown },
+  );
+  const wrapped = rememberPasses(check as never) as unknown as ((d: unknown) => boolean) & { errors: unknown; schemaEnv: unknown };
+  const cache = new BodyCache(1024 * 1024);
+  const frozenGood = cache.add(body(1), JSON.parse(body(1)));
+  const frozenBad = cache.add('{"x":1}', { x: 1 });
+  const loose = JSON.parse(body(2));
+  for (let i = 0; i < 3; i++) {
+    assert.equal(wrapped(frozenGood), true);
+    assert.equal(wrapped(frozenBad), false);
+    assert.deepEqual(wrapped.errors, [{ message: 'must be a non-empty array' }]);
+    assert.equal(wrapped(loose), true);
+  }
+  // The frozen passing value was checked once; the failing one and the unfrozen one every time.
+  assert.equal(calls.filter((c) => c === frozenGood).length, 1);
+  assert.equal(calls.filter((c) => c === frozenBad).length, 3);
+  assert.equal(calls.filter((c) => c === loose).length, 3);
+  assert.equal(wrapped.schemaEnv, undefined);
 });
