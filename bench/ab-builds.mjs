@@ -5,6 +5,9 @@
 //   (cd /tmp/cfgu-a && node scripts/build.mjs) && node scripts/build.mjs
 //   node bench/ab-builds.mjs --a /tmp/cfgu-a --b . [--rounds 4] [--requests 8000] [--connections 10] [--workloads live,w10,w100,pipeline,w1000] [--log]
 //
+// --a-node / --b-node: the Node binary each build runs on (default: this one); a build's native modules must be built
+// for it (a copy of the project installed on that Node).
+//
 // --log: request and audit lines on (the shipped default), each server's stdout appended to a file of its own in a
 // temporary folder (removed at the end), as a log collector reading a file would have it; without it, lines are off.
 //
@@ -42,15 +45,17 @@ const { values: args } = parseArgs({
     connections: { type: 'string', default: '10' },
     workloads: { type: 'string', default: 'live,w10,w100' },
     log: { type: 'boolean', default: false },
+    'a-node': { type: 'string', default: process.execPath },
+    'b-node': { type: 'string', default: process.execPath },
   },
 });
 if (!args.a || !args.b) {
-  console.error('usage: node bench/ab-builds.mjs --a DIR --b DIR [--rounds 4] [--requests 8000] [--connections 10] [--workloads live,w10,w100,pipeline,w1000] [--log]');
+  console.error('usage: node bench/ab-builds.mjs --a DIR --b DIR [--rounds 4] [--requests 8000] [--connections 10] [--workloads live,w10,w100,pipeline,w1000] [--log] [--a-node PATH] [--b-node PATH]');
   process.exit(2);
 }
 const builds = [
-  { name: 'A', dir: resolve(args.a) },
-  { name: 'B', dir: resolve(args.b) },
+  { name: 'A', dir: resolve(args.a), node: args['a-node'] },
+  { name: 'B', dir: resolve(args.b), node: args['b-node'] },
 ];
 const byName = { live: allWorkloads[0], w10: allWorkloads[1], w100: allWorkloads[2], pipeline: allWorkloads[3], w1000: allWorkloads[4] };
 const chosen = args.workloads.split(',').map((w) => {
@@ -73,7 +78,7 @@ process.on('exit', () => logDir && rmSync(logDir, { recursive: true, force: true
 const servers = [];
 async function start(build) {
   const port = await freePort();
-  const child = spawn(process.execPath, [join(build.dir, 'bin/cfgu.js'), 'serve', '--config', config, '--port', String(port), '--host', '127.0.0.1', '--workers', '1'], {
+  const child = spawn(build.node, [join(build.dir, 'bin/cfgu.js'), 'serve', '--config', config, '--port', String(port), '--host', '127.0.0.1', '--workers', '1'], {
     env: { ...process.env, CONFIGU_LOG_ENABLED: args.log ? 'true' : 'false' },
     stdio: ['ignore', logDir ? openSync(join(logDir, `${build.name}.log`), 'a') : 'ignore', 'inherit'],
   });
@@ -116,7 +121,7 @@ try {
       }
     }
   }
-  console.log(`A = ${builds[0].dir}, B = ${builds[1].dir}; ${args.rounds} rounds x ${args.requests} requests, ${args.connections} connections`);
+  console.log(`A = ${builds[0].dir} (${builds[0].node}), B = ${builds[1].dir} (${builds[1].node}); ${args.rounds} rounds x ${args.requests} requests, ${args.connections} connections`);
   console.log('| workload | A CPU ms/req best | A median | B CPU ms/req best | B median | B vs A (best) | B vs A (median) | rounds A | rounds B |');
   console.log('|---|---|---|---|---|---|---|---|---|');
   for (const w of chosen) {

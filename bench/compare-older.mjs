@@ -4,6 +4,7 @@
 //
 //   node bench/compare-older.mjs --older '/path/to/start.sh' [--duration 8] [--connections 20] [--rounds 2]
 //                                [--workers N] [--only TEXT] [--cfgu-env K=V,...]
+//                                [--cfgu-dir DIR --cfgu-node PATH]
 //
 // The other server is started as `sh -c "<older>"` with PORT (a free loopback port) and CONFIG (a `.configu` naming
 // the fixture's two json-file stores by absolute path) in its environment, and must answer `GET /live` with 200 when
@@ -14,7 +15,9 @@
 //
 // cfgu runs with its defaults (workers = cores, request log on, to a file like an operator's collector would read);
 // `--cfgu-env` adds environment variables to it (for instance CONFIGU_LOG_ENABLED=false). Each workload is measured
-// `--rounds` times per server, alternating which server goes first. Prints a table and one JSON line per
+// `--rounds` times per server, alternating which server goes first. `--cfgu-dir` runs the cfgu of another built
+// checkout (its own bin/, dist/ and node_modules) and `--cfgu-node` runs it on another Node binary (say, the Node the
+// other server runs on: native modules must be built for it, so both usually go together). Prints a table and one JSON line per
 // measurement, with the load average before and after.
 import { spawn, execFileSync } from 'node:child_process';
 import { mkdtempSync, openSync, writeFileSync, rmSync } from 'node:fs';
@@ -36,6 +39,8 @@ const { values: args } = parseArgs({
     workers: { type: 'string', default: String(availableParallelism()) },
     only: { type: 'string' },
     'cfgu-env': { type: 'string', default: '' },
+    'cfgu-dir': { type: 'string', default: root },
+    'cfgu-node': { type: 'string', default: process.execPath },
   },
 });
 if (!args.older) {
@@ -66,7 +71,9 @@ writeFileSync(
     },
   }),
 );
-execFileSync(process.execPath, [join(root, 'scripts/build.mjs')], { stdio: 'ignore' });
+const cfguDir = args['cfgu-dir'];
+execFileSync(args['cfgu-node'], [join(cfguDir, 'scripts/build.mjs')], { stdio: 'ignore' });
+console.log(`cfgu: ${cfguDir} on Node ${execFileSync(args['cfgu-node'], ['-v'], { encoding: 'utf8' }).trim()}`);
 
 const started = [];
 const stopAll = () => {
@@ -86,8 +93,8 @@ process.on('SIGINT', () => process.exit(130));
 
 const cfguPort = await freePort();
 const cfgu = spawn(
-  process.execPath,
-  [join(root, 'bin/cfgu.js'), 'serve', '--config', configFile, '--port', String(cfguPort), '--host', '127.0.0.1', '--workers', args.workers],
+  args['cfgu-node'],
+  [join(cfguDir, 'bin/cfgu.js'), 'serve', '--config', configFile, '--port', String(cfguPort), '--host', '127.0.0.1', '--workers', args.workers],
   { stdio: ['ignore', openSync(join(scratch, 'cfgu.log'), 'w'), 'inherit'], env: { ...process.env, ...extraEnv }, detached: true },
 );
 started.push(cfgu);
