@@ -66,8 +66,8 @@ export function setOwn<T>(target: Record<string, T>, key: string, value: T): voi
  * keys it is an object without a prototype, which V8 keeps as a hash table from the start: a literal `{}` begins in
  * fast mode, where each new key name makes a new hidden class, and is turned into a hash table anyway after about a
  * hundred keys; and every store to an object that has a prototype first looks the name up along the prototype chain.
- * Measured with `npx tsx bench/core.bench.ts` (1,000 keys), alternating runs: median 1.71-1.87 ms with literals,
- * 0.72-1.02 ms with such records, 0.92-1.22 ms with hash-table records that keep `Object.prototype`. Records of up to
+ * Measured with `npx tsx bench/core.bench.ts` (1,000 keys), alternating runs: median 1.71-2.36 ms with literals,
+ * 0.72-1.18 ms with such records, 0.92-1.22 ms with hash-table records that keep `Object.prototype`. Records of up to
  * 64 keys stay literals (fast mode is the quicker one for a few keys). Code that reads these records uses
  * `Object.keys` and `Object.prototype.hasOwnProperty.call`, never an inherited method; JSON.stringify treats both forms
  * alike.

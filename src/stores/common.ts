@@ -45,7 +45,6 @@ export function splitWrites(configs: readonly Config[]): { upserts: Config[]; de
   return { upserts, deletes };
 }
 
-/** Keep only the rows that answer one of the queries exactly (SQL collations may compare case-insensitively). */
 /**
  * Configs indexed set -> key -> config: a lookup hashes two strings the caller already has, builds none. The configs
  * in an index are frozen copies (`indexEntry`), so a lookup can hand them out as they are.
@@ -89,6 +88,7 @@ export function lookUp(index: SetIndex, queries: readonly ConfigQuery[]): Config
   return out;
 }
 
+/** Keep only the rows that answer one of the queries exactly (SQL collations may compare case-insensitively). */
 export function answerFrom(rows: Iterable<Config>, queries: readonly ConfigQuery[]): Config[] {
   const wanted = new Set(queries.map((q) => pairKey(q.set, q.key)));
   const out: Config[] = [];
