@@ -88,6 +88,9 @@ export function coerceValue(stored: string, declaredType?: unknown): JsonValue {
   const types = typeof declaredType === 'string' ? [declaredType] : Array.isArray(declaredType) ? declaredType : undefined;
   if (types && types.includes('string') && !types.some((t) => t !== 'string' && t !== 'null')) return stored;
 
+  const int = plainInteger(stored);
+  if (int !== undefined) return typesAllow(types, 'number', int) ? int : stored;
+
   const first = stored.charCodeAt(0);
   let parsed: unknown;
   // Fast exits for the common plain-text case: JSON values start with one of - 0-9 t f n [ { or whitespace.
@@ -120,13 +123,30 @@ export function coerceValue(stored: string, declaredType?: unknown): JsonValue {
     // A value that deep needs at least two characters a level: shorter texts skip the walk.
     return stored;
   }
-  if (types) {
-    const ok = types.some((t) =>
-      t === 'integer' ? kind === 'number' && Number.isInteger(parsed) : t === kind,
-    );
-    if (!ok) return stored;
+  return typesAllow(types, kind, parsed) ? (parsed as JsonValue) : stored;
+}
+
+/** Whether a value of JSON type `kind` fits the declared types (any, when none are declared). */
+function typesAllow(types: readonly unknown[] | undefined, kind: string, parsed: unknown): boolean {
+  return !types || types.some((t) => (t === 'integer' ? kind === 'number' && Number.isInteger(parsed) : t === kind));
+}
+
+/**
+ * The common case of a stored number, read without JSON.parse: an optional minus and at most 15 digits, without a
+ * leading zero (such a number is exact in a double and `String` writes it back unchanged). Anything else (`-0`, `01`,
+ * fractions, exponents, longer numerals) returns undefined and takes the general path.
+ */
+function plainInteger(s: string): number | undefined {
+  const n = s.length;
+  if (n > 15) return undefined;
+  let i = s.charCodeAt(0) === 45 ? 1 : 0;
+  if (i === n) return undefined;
+  if (s.charCodeAt(i) === 48) return n === 1 ? 0 : undefined;
+  for (; i < n; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 48 || c > 57) return undefined;
   }
-  return parsed as JsonValue;
+  return Number(s);
 }
 
 /** The declared `schema.type` of a Cfgu-like object, if any. */

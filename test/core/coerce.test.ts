@@ -53,3 +53,23 @@ test('schema.type wins', () => {
   assert.equal(coerceValue('8080', ['string', 'null']), '8080');
   assert.equal(coerceValue('8080', ['string', 'number']), 8080);
 });
+
+test('plain integers (read without JSON.parse): the edges of that path give what the general path gives', () => {
+  assert.equal(coerceValue('7'), 7);
+  assert.equal(coerceValue('-42'), -42);
+  assert.equal(coerceValue('999999999999999'), 999999999999999); // 15 digits: the longest this path takes
+  assert.equal(coerceValue('-999999999999999'), -999999999999999);
+  assert.equal(coerceValue('9007199254740993'), '9007199254740993'); // 16 digits, not exact in a double: stays text
+  assert.equal(coerceValue('1234567890123456'), 1234567890123456); // 16 digits, exact: the general path keeps it
+  assert.ok(Object.is(coerceValue('-0'), -0)); // JSON's -0, as before
+  assert.equal(coerceValue('01'), '01');
+  assert.equal(coerceValue('-01'), '-01');
+  assert.equal(coerceValue('-'), '-');
+  assert.equal(coerceValue('+1'), '+1');
+  assert.equal(coerceValue('12a'), '12a');
+  assert.equal(coerceValue('42', 'integer'), 42);
+  assert.equal(coerceValue('42', ['null', 'number']), 42);
+  assert.equal(coerceValue('42', 'string'), '42');
+  assert.equal(coerceValue('42', 'boolean'), '42');
+  assert.equal(coerceValue('42', ['array', 'object']), '42');
+});
