@@ -256,23 +256,33 @@ function evaluateValues(
   failures: EvalFailure[],
 ): EvalResult {
   const { schema, set, overrides, index } = command;
-  const current = newRecord<EvaluatedConfig>(schema.keys.length);
+  const n = schema.keys.length;
+  const current = newRecord<EvaluatedConfig>(n);
+  // The same entries by the key's position in the schema (PreparedKey.index): the loops below reach them without a
+  // lookup by name.
+  const entries: EvaluatedConfig[] = new Array<EvaluatedConfig>(n);
   // 1. empty
-  for (const p of schema.keys) setOwn(current, p.key, { key: p.key, value: '', origin: 'empty', cfgu: p.cfgu, set: set.path });
+  for (let i = 0; i < n; i++) {
+    const p = schema.keys[i]!;
+    const e: EvaluatedConfig = { key: p.key, value: '', origin: 'empty', cfgu: p.cfgu, set: set.path };
+    entries[i] = e;
+    setOwn(current, p.key, e);
+  }
   // 2. store: the deepest set of the hierarchy holding a non-empty value wins.
   if (stored.length) {
     const depth = new Map<string, number>();
     set.hierarchy.forEach((s, i) => depth.set(s, i));
-    const best = new Map<string, number>();
+    // Depth of the set each key's value came from so far (-1: none yet).
+    const best = new Int32Array(n).fill(-1);
     for (const c of stored) {
       if (c.value === '') continue;
       const p = schema.byName.get(c.key);
       if (!p || p.isConst || p.isLazy) continue;
       const d = depth.get(c.set);
       if (d === undefined) continue;
-      if ((best.get(c.key) ?? -1) < d) {
-        best.set(c.key, d);
-        const e = current[c.key]!;
+      if (best[p.index]! < d) {
+        best[p.index] = d;
+        const e = entries[p.index]!;
         e.value = c.value;
         e.origin = 'store';
         e.set = c.set;
@@ -310,8 +320,9 @@ function evaluateValues(
     e.set = set.path;
   }
   // 4. default
-  for (const p of schema.keys) {
-    const e = current[p.key]!;
+  for (let i = 0; i < n; i++) {
+    const p = schema.keys[i]!;
+    const e = entries[i]!;
     if (e.origin === 'empty' && p.defaultText !== undefined) {
       e.value = p.defaultText;
       e.origin = 'default';

@@ -26,6 +26,8 @@ export { constAnalysisSteps } from './const-order.js';
 /** Everything evaluation needs about one key, computed once per schema. */
 export interface PreparedKey {
   key: string;
+  /** Position of the key in `PreparedSchema.keys` (declaration order). */
+  index: number;
   /** Normalised declaration (`{}` for null). */
   cfgu: Cfgu;
   labels: string[];
@@ -72,6 +74,7 @@ function prepare(keys: Record<string, Cfgu | null>): PreparedSchema {
     const tests = cfgu.test === undefined ? [] : Array.isArray(cfgu.test) ? cfgu.test : [cfgu.test];
     const p: PreparedKey = {
       key,
+      index: prepared.length,
       cfgu,
       labels: cfgu.label === undefined ? [] : Array.isArray(cfgu.label) ? cfgu.label : [cfgu.label],
       declaredType: declaredTypeOf(cfgu),
