@@ -24,3 +24,32 @@ export async function exportPipeline(
   const { result, backupStores } = await evaluatePipeline(commands, deps, options);
   return { configs: exportResult(result), backupStores };
 }
+
+/**
+ * The export as JSON text: the same bytes as `JSON.stringify(exportResult(result))`, written key by key, and how many
+ * keys it holds. For a large schema this skips building the export object (a hash table, see `newRecord`) and
+ * enumerating it twice more (once to count, once to serialise). The keys come in the order `Object.keys(result)` gives,
+ * which is the order JSON.stringify gives for the export, whose keys are a subset of the result's inserted in that
+ * order. A coerced number is finite, and `String` writes a finite number as JSON does.
+ */
+export function exportJson(result: EvalResult): { text: string; keys: number } {
+  let text = '';
+  let keys = 0;
+  for (const key of Object.keys(result)) {
+    const e = result[key]!;
+    if (e.cfgu.hidden === true) continue;
+    const v = coerceValue(e.value, declaredTypeOf(e.cfgu));
+    text += `${keys++ ? ',' : ''}${JSON.stringify(key)}:${typeof v === 'number' ? String(v) : JSON.stringify(v)}`;
+  }
+  return { text: `{${text}}`, keys };
+}
+
+/** `exportPipeline` with the answer as JSON text (exportJson): what `POST /export` sends. */
+export async function exportPipelineJson(
+  commands: readonly EvalCommandInput[],
+  deps: EngineDeps,
+  options?: PipelineOptions,
+): Promise<{ text: string; keys: number; backupStores: string[] }> {
+  const { result, backupStores } = await evaluatePipeline(commands, deps, options);
+  return { ...exportJson(result), backupStores };
+}

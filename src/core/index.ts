@@ -4,7 +4,7 @@
  *   const { configs } = await exportPipeline([{ store: 'main', set: 'prod', schema: { keys: { PORT: { default: 8080 } } } }],
  *                                            { stores, expressions });
  */
-export { exportPipeline, exportResult } from './export.js';
+export { exportJson, exportPipeline, exportPipelineJson, exportResult } from './export.js';
 export { evaluatePipeline, upsert, pipeWinner, DEFAULT_ENGINE_LIMITS, type EngineDeps, type EngineLimits, type PipelineOptions, type UpsertInput, type UpsertChange } from './eval.js';
 export { prepareSchema, validateSchema, stringifyValue, configureSchemaCache, schemaCacheStats, EnumRule, type PreparedSchema, type PreparedKey } from './schema.js';
 export { parseSet, keyProblem, normaliseName, type ParsedSet } from './names.js';

@@ -19,7 +19,7 @@ import cors from '@fastify/cors';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { Logger } from 'pino';
-import { exportPipeline, keyCount } from '../core/index.js';
+import { exportPipelineJson, keyCount } from '../core/index.js';
 import { ConfigurationError, ForbiddenError, LimitError, UnknownStoreError } from '../core/errors.js';
 import type { EvalCommandInput } from '../core/types.js';
 import { requestContext, type ExpressionEvaluator } from '../expressions/types.js';
@@ -445,13 +445,12 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
       const context = requestContext(client);
       let result;
       try {
-        result = await observation.evaluate(request, commands, (engine) => exportPipeline(commands, engine, { context, limits: settings.limits }));
+        result = await observation.evaluate(request, commands, (engine) => exportPipelineJson(commands, engine, { context, limits: settings.limits }));
       } catch (e) {
         throw scope ? scope(e) : e;
       }
-      const { configs, backupStores } = result;
-      request.cfguKeys = Object.keys(configs).length;
-      const body = JSON.stringify(configs);
+      const { text: body, keys, backupStores } = result;
+      request.cfguKeys = keys;
       return sendAnswer(request, reply, body, etagOf(body), backupStores);
     },
   });

@@ -1,0 +1,46 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { exportJson, exportResult, type EvalResult } from '../../src/core/index.js';
+
+/** A result as the engine makes it (own properties only; `__proto__` included by defineProperty, as setOwn does). */
+function resultOf(entries: Array<[string, string, Record<string, unknown>?]>, bare = false): EvalResult {
+  const r: EvalResult = bare ? Object.create(null) : {};
+  for (const [key, value, cfgu] of entries) {
+    Object.defineProperty(r, key, { value: { key, value, origin: 'store', cfgu: cfgu ?? {}, set: '' }, enumerable: true, writable: true, configurable: true });
+  }
+  return r;
+}
+
+test('exportJson gives the bytes of JSON.stringify(exportResult(...)) and the count of its keys', () => {
+  const cases: EvalResult[] = [
+    resultOf([]),
+    resultOf([['A', 'x', { hidden: true }]]),
+    resultOf([
+      ['B', '1'],
+      ['10', 'ten'],
+      ['2', '-0'],
+      ['__proto__', 'p'],
+      ['toString', '{"a":[1,true,null,"q\\"uote"]}'],
+      ['S', 'line\nbreak "quoted" \u2028 ü'],
+      ['H', 'secret', { hidden: true }],
+      ['N', '1e21'],
+      ['F', '0.1'],
+      ['T', 'true'],
+      ['E', ''],
+      ['K', '42', { schema: { type: 'string' } }],
+      ['L', '[1,2]', { schema: { type: 'object' } }],
+    ]),
+  ];
+  // Larger results, in both forms the engine uses (a literal up to 64 keys, no prototype beyond).
+  for (const size of [65, 300]) {
+    const entries: Array<[string, string, Record<string, unknown>?]> = [];
+    for (let i = 0; i < size; i++) entries.push([i % 7 === 0 ? String(i) : `K_${i}`, i % 3 === 0 ? String(i * 37) : i % 3 === 1 ? `v${i}` : `{"n":${i}}`, i % 11 === 0 ? { hidden: true } : {}]);
+    cases.push(resultOf(entries, true), resultOf(entries));
+  }
+  for (const [i, result] of cases.entries()) {
+    const exported = exportResult(result);
+    const { text, keys } = exportJson(result);
+    assert.equal(text, JSON.stringify(exported), `case ${i}`);
+    assert.equal(keys, Object.keys(exported).length, `case ${i}`);
+  }
+});
