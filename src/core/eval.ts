@@ -330,8 +330,9 @@ function evaluateValues(
   }
   // 5. pipe
   if (!pipe) return current;
-  const merged: EvalResult = newRecord(schema.keys.length);
-  for (const key of Object.keys(pipe)) {
+  const pipeKeys = Object.keys(pipe);
+  const merged: EvalResult = newRecord(pipeKeys.length + n);
+  for (const key of pipeKeys) {
     const piped = pipe[key]!;
     const mine = Object.prototype.hasOwnProperty.call(current, key) ? current[key] : undefined;
     setOwn(merged, key, mine ? pipeWinner(piped, mine) : piped);

@@ -2,16 +2,19 @@
 import { coerceValue, declaredTypeOf } from './coerce.js';
 import { newRecord, setOwn } from './names.js';
 import { evaluatePipeline, type EngineDeps, type PipelineOptions } from './eval.js';
-import type { EvalCommandInput, EvalResult, ExportedConfigs } from './types.js';
+import type { EvalCommandInput, EvalResult, ExportedConfigs, JsonValue } from './types.js';
+
+/** Call `each` for every exported key of `result`, in `Object.keys` order: hidden keys left out, values coerced. */
+function eachExported(result: EvalResult, each: (key: string, value: JsonValue) => void): void {
+  for (const key of Object.keys(result)) {
+    const e = result[key]!;
+    if (e.cfgu.hidden !== true) each(key, coerceValue(e.value, declaredTypeOf(e.cfgu)));
+  }
+}
 
 export function exportResult(result: EvalResult): ExportedConfigs {
-  const keys = Object.keys(result);
-  const out: ExportedConfigs = newRecord(keys.length);
-  for (const key of keys) {
-    const e = result[key]!;
-    if (e.cfgu.hidden === true) continue;
-    setOwn(out, key, coerceValue(e.value, declaredTypeOf(e.cfgu)));
-  }
+  const out: ExportedConfigs = newRecord(Object.keys(result).length);
+  eachExported(result, (key, value) => setOwn(out, key, value));
   return out;
 }
 
@@ -27,7 +30,7 @@ export async function exportPipeline(
 
 /**
  * The export as JSON text: the same bytes as `JSON.stringify(exportResult(result))`, written key by key, and how many
- * keys it holds. For a large schema this skips building the export object (a hash table, see `newRecord`) and
+ * keys it holds (what `POST /export` and its watchers send). For a large schema this skips building the export object (a hash table, see `newRecord`) and
  * enumerating it twice more (once to count, once to serialise). The keys come in the order `Object.keys(result)` gives,
  * which is the order JSON.stringify gives for the export, whose keys are a subset of the result's inserted in that
  * order. A coerced number is finite, and `String` writes a finite number as JSON does.
@@ -35,16 +38,13 @@ export async function exportPipeline(
 export function exportJson(result: EvalResult): { text: string; keys: number } {
   let text = '';
   let keys = 0;
-  for (const key of Object.keys(result)) {
-    const e = result[key]!;
-    if (e.cfgu.hidden === true) continue;
-    const v = coerceValue(e.value, declaredTypeOf(e.cfgu));
+  eachExported(result, (key, v) => {
     text += `${keys++ ? ',' : ''}${JSON.stringify(key)}:${typeof v === 'number' ? String(v) : JSON.stringify(v)}`;
-  }
+  });
   return { text: `{${text}}`, keys };
 }
 
-/** `exportPipeline` with the answer as JSON text (exportJson): what `POST /export` sends. */
+/** `exportPipeline` with the answer as JSON text (exportJson). */
 export async function exportPipelineJson(
   commands: readonly EvalCommandInput[],
   deps: EngineDeps,

@@ -11,7 +11,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
-import { Debouncer, exportPipeline, noticeConcerns, setsRead } from '../core/index.js';
+import { Debouncer, exportPipelineJson, noticeConcerns, setsRead } from '../core/index.js';
 import { StoreUnavailableError } from '../core/errors.js';
 import type { EvalCommandInput } from '../core/types.js';
 import { requestContext, type ExpressionEvaluator } from '../expressions/types.js';
@@ -122,8 +122,7 @@ class Pipeline {
     this.hub.stats.evaluations++;
     let state: State;
     try {
-      const { configs, backupStores } = await this.hub.evaluate(this.commands, this.client, this.watchers);
-      const body = JSON.stringify(configs);
+      const { text: body, backupStores } = await this.hub.evaluate(this.commands, this.client, this.watchers);
       state = { kind: 'answer', body, etag: etagOf(body), backupStores };
     } catch (e) {
       state = this.hub.problemState(e, 'watched pipeline evaluation failed');
@@ -210,8 +209,8 @@ export class WatchHub {
   }
 
   /** One evaluation for watchers: through the observer (counted, traced) when there is one. */
-  evaluate(commands: readonly EvalCommandInput[], client: string, watchers: number): ReturnType<typeof exportPipeline> {
-    const run = (engine: Engine) => exportPipeline(commands, engine, { context: requestContext(client), limits: this.settings.limits });
+  evaluate(commands: readonly EvalCommandInput[], client: string, watchers: number): ReturnType<typeof exportPipelineJson> {
+    const run = (engine: Engine) => exportPipelineJson(commands, engine, { context: requestContext(client), limits: this.settings.limits });
     if (this.observer) return this.observer.watchEvaluation(commands, watchers, run);
     return run({ stores: this.registry, ...(this.evaluator ? { expressions: this.evaluator } : {}) });
   }
@@ -297,8 +296,7 @@ export class WatchHub {
 
   /** A watch request while shutting down: one plain answer (a long poll answers at once). */
   private async answerOnce(request: FastifyRequest, reply: FastifyReply, commands: EvalCommandInput[], client: string): Promise<FastifyReply> {
-    const { configs, backupStores } = await this.evaluate(commands, client, 0);
-    const body = JSON.stringify(configs);
+    const { text: body, backupStores } = await this.evaluate(commands, client, 0);
     return sendAnswer(request, reply, body, etagOf(body), backupStores);
   }
 
