@@ -13,7 +13,9 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 async function load(text: string, env: Record<string, string>) {
   const file = join(dir, `${Math.random().toString(36).slice(2)}.configu`);
   writeFileSync(file, text);
-  const prepared = await prepare({ config: file, flags: { workers: '1' }, env: { ...env, PATH: process.env.PATH ?? '' }, cwd: dir });
+  // One sandbox child and no spare, as the other in-process servers of the suite (test/helpers/in-process.ts).
+  const sandbox = { CONFIGU_EXPRESSION_WORKERS: '1', CONFIGU_EXPRESSION_SPARES: '0' };
+  const prepared = await prepare({ config: file, flags: { workers: '1' }, env: { ...sandbox, ...env, PATH: process.env.PATH ?? '' }, cwd: dir });
   return prepared;
 }
 

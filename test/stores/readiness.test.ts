@@ -62,7 +62,8 @@ async function serve(configu: unknown, files: Record<string, string> = {}): Prom
   dirs.push(dir);
   writeFileSync(join(dir, '.configu'), JSON.stringify(configu));
   for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
-  const env = { PATH: process.env.PATH ?? '', HOME: dir, XDG_CACHE_HOME: join(dir, 'cache') };
+  // One sandbox child and no spare, as the other in-process servers of the suite (test/helpers/in-process.ts).
+  const env = { PATH: process.env.PATH ?? '', HOME: dir, XDG_CACHE_HOME: join(dir, 'cache'), CONFIGU_EXPRESSION_WORKERS: '1', CONFIGU_EXPRESSION_SPARES: '0' };
   const prepared = await prepare({ config: join(dir, '.configu'), flags: { workers: '1', port: '0', host: '127.0.0.1' }, env, cwd: dir });
   const log = capture();
   const server = await startServer(prepared, {}, log.logger);
