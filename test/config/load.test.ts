@@ -9,6 +9,8 @@ import { createStoreRegistry, defaultBackupPath, findConfigFile, loadConfigurati
 import type { LoadedConfiguration } from '../../src/config/types.js';
 import { ConfigurationError, StoreUnavailableError, UnknownStoreError } from '../../src/core/errors.js';
 import type { Config, ConfigQuery, ConfigStore } from '../../src/stores/types.js';
+import { SCHEMA as CONFIGU_SHAPE } from '../../src/config/load.js';
+import { assertValidJsonSchema } from '../helpers/meta-schema.js';
 
 const TMP = join(fileURLToPath(new URL('.', import.meta.url)), '..', '.tmp', `config-${Date.now().toString(36)}${randomBytes(3).toString('hex')}`);
 mkdirSync(TMP, { recursive: true });
@@ -329,4 +331,8 @@ describe('createStoreRegistry', () => {
     assert.deepEqual(await asSqlite.get([{ set: 's', key: 'A' }]), [{ set: 's', key: 'A', value: 'a' }]);
     await asSqlite.close();
   });
+});
+
+test('the .configu shape is a valid JSON Schema (compiled without the meta-schema check at start-up)', () => {
+  assertValidJsonSchema(CONFIGU_SHAPE, '.configu shape');
 });

@@ -1,6 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { prepareSchema, InputError, ErrorCodes, freezeDeep } from '../../src/core/index.js';
+import { cfguShape } from '../../src/core/schema-check.js';
+import { assertValidJsonSchema } from '../helpers/meta-schema.js';
 
 /** The issues (path + message) a schema is rejected with. */
 function issuesOf(schema: unknown) {
@@ -190,4 +192,8 @@ test('a deep-frozen schema is prepared once and found again by identity; errors 
       (e: unknown) => e instanceof InputError && e.issues[0]!.path === `${prefix}/keys/A/options`,
     );
   }
+});
+
+test('the declaration shape is a valid JSON Schema (compiled without the meta-schema check at start-up)', () => {
+  assertValidJsonSchema(cfguShape, 'cfguShape');
 });

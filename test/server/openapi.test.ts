@@ -15,6 +15,8 @@ import { createStoreRegistry, loadConfiguration, type StoreRegistry } from '../.
 import { createSandboxEvaluator } from '../../src/expressions/index.js';
 import type { ExpressionEvaluator } from '../../src/expressions/types.js';
 import { removeTempDirs, ROOT, tempDir, writeJson } from './helpers.js';
+import { exportBodySchema } from '../../src/server/schemas.js';
+import { assertValidJsonSchema } from '../helpers/meta-schema.js';
 
 const servers: Array<{ app: FastifyInstance; registry: StoreRegistry }> = [];
 let evaluator: ExpressionEvaluator;
@@ -121,4 +123,8 @@ test('@redocly/cli lint (recommended rules) reports no error', { skip: noLinter 
   const file = writeJson(join(dir, 'openapi.json'), doc);
   const r = spawnSync(REDOCLY, ['lint', '--extends', 'recommended', '--format', 'stylish', file], { encoding: 'utf8', cwd: dir });
   assert.equal(r.status, 0, `${r.stdout}\n${r.stderr}`);
+});
+
+test('the request body schema of POST /export is a valid JSON Schema (Fastify compiles it without the meta-schema check)', () => {
+  assertValidJsonSchema(exportBodySchema, 'exportBodySchema');
 });
