@@ -48,6 +48,7 @@ import { createLogger } from './logger.js';
 import { etagOf, sendAnswer, WatchHub } from './watch.js';
 import { createObservation } from './observe.js';
 import { bodyValidatorFactory } from './body-validation.js';
+import { lazySerializerFactory } from './response-serializers.js';
 
 export interface BuildServerOptions {
   /** The stores requests may name (a StoreRegistry from src/config, already built; init is the caller's job). */
@@ -154,7 +155,8 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     clientErrorHandler: createClientErrorHandler(settings, settings.log.enabled && logger ? logger : undefined),
     ...(https ? { https: { ...https, ...serverOptions } } : { http: serverOptions }),
     // Fastify's own Ajv compiler, with body checks remembered for the body cache's frozen bodies (body-validation.ts).
-    schemaController: { compilersFactory: { buildValidator: bodyValidatorFactory() } },
+    // Response serializers: Fastify's own compiler, each serializer compiled on first use (response-serializers.ts).
+    schemaController: { compilersFactory: { buildValidator: bodyValidatorFactory(), buildSerializer: lazySerializerFactory() } },
     ajv: {
       customOptions: {
         // The body is checked, never repaired: no coercion, no defaults, no silent removal of unknown properties.
