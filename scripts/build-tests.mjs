@@ -9,7 +9,8 @@
 // - `import.meta.url` in a bundled file is written as the URL of the source file it came from, so paths a test or a
 //   module finds next to itself (fixtures, dist/, createRequire) are the ones it finds under tsx.
 // - Packages stay outside (`packages: 'external'`): node_modules is loaded at run time, as before; the bundles live
-//   inside the checkout so that node finds it.
+//   inside the checkout so that node finds it. The few that dist/ bundles (scripts/inline-packages.mjs) are bundled
+//   here too, so that the tests load what the binary loads.
 // - test/helpers/capture.ts (the secret scan's recorder, preloaded with --import) is a module of its own that every
 //   bundle imports, so the preloaded copy and the one the tests call are one module with one state.
 // - Names are kept (esbuild's keepNames, as tsx does): class and function names stay what the sources say.
@@ -18,6 +19,7 @@
 import { readFile, rm } from 'node:fs/promises';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { inlinePackages } from './inline-packages.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const TEST_BUILD = join(root, '.cache', 'test-build');
@@ -72,7 +74,7 @@ export async function buildTests(files) {
     sourcemap: 'inline',
     sourcesContent: false,
     logLevel: 'error',
-    plugins: [sharedCapture, sourceUrls],
+    plugins: [sharedCapture, inlinePackages(root), sourceUrls],
   });
 }
 

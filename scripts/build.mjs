@@ -1,11 +1,13 @@
 // Build step run by `npm ci` (postinstall), `npm test` and `npm start`'s prerequisites:
 // 1. every `scripts/build-*.mjs` step (e.g. the sandbox library bundle), then
-// 2. the application bundles in dist/ (esbuild; dependencies stay external in node_modules).
+// 2. the application bundles in dist/ (esbuild; dependencies stay external in node_modules, but for the few
+//    scripts/inline-packages.mjs names).
 import { build } from 'esbuild';
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { inlinePackages } from './inline-packages.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const started = Date.now();
@@ -40,6 +42,8 @@ if (Object.keys(entryPoints).length) {
     format: 'esm',
     target: 'node20',
     packages: 'external',
+    // But a few small pure-JavaScript packages are bundled (scripts/inline-packages.mjs).
+    plugins: [inlinePackages(root)],
     // Code shared by the entries, and each command's own code (loaded by a dynamic import when the command runs), go
     // into chunks: start-up loads only what the command needs.
     splitting: true,
