@@ -9,7 +9,7 @@
 //
 // Rounds alternate the builds (A then B, then B then A, ...), so that a machine whose speed moves weighs on both.
 import { spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, writeFileSync, mkdtempSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -21,7 +21,6 @@ if (!args.a || !args.b) {
 }
 const builds = { A: resolve(args.a), B: resolve(args.b) };
 const dir = mkdtempSync(join(tmpdir(), 'cfgu-startup-'));
-mkdirSync(dir, { recursive: true });
 writeFileSync(join(dir, 'data.json'), JSON.stringify([{ set: '', key: 'A', value: '1' }]));
 writeFileSync(join(dir, '.configu'), JSON.stringify({ stores: { main: { type: 'json-file', configuration: { path: 'data.json' }, default: true } } }));
 writeFileSync(join(dir, 'app.cfgu.json'), JSON.stringify({ keys: { A: {} } }));

@@ -30,10 +30,11 @@ export async function exportPipeline(
 
 /**
  * The export as JSON text: the same bytes as `JSON.stringify(exportResult(result))`, written key by key, and how many
- * keys it holds (what `POST /export` and its watchers send). For a large schema this skips building the export object (a hash table, see `newRecord`) and
- * enumerating it twice more (once to count, once to serialise). The keys come in the order `Object.keys(result)` gives,
- * which is the order JSON.stringify gives for the export, whose keys are a subset of the result's inserted in that
- * order. A coerced number is finite, and `String` writes a finite number as JSON does.
+ * keys it holds (what `POST /export` and its watchers send). For a large schema this skips building the export object
+ * (a hash table, see `newRecord`) and enumerating it twice more (once to count, once to serialise). The keys come in
+ * the order `Object.keys(result)` gives, which is the order JSON.stringify gives for the export, whose keys are a
+ * subset of the result's inserted in that order. A coerced number is finite, and `String` writes a finite number as
+ * JSON does.
  */
 export function exportJson(result: EvalResult): { text: string; keys: number } {
   let text = '';

@@ -6,7 +6,7 @@
 import type { ChildProcess } from 'node:child_process';
 import type { TestContext } from 'node:test';
 import { prepare, startServer, type RunningServer } from '../../src/server/start.js';
-import { captureLog } from '../server/helpers.js';
+import { captureLog, ONE_SANDBOX_CHILD } from '../server/helpers.js';
 
 type Stoppable = ChildProcess | { child: ChildProcess } | { stop(): Promise<unknown> };
 
@@ -47,7 +47,7 @@ export interface InProcessOptions {
  * sandbox starts one child and no spare unless `env` says otherwise.
  */
 export async function serveInProcess(config: string, options: InProcessOptions = {}): Promise<InProcessServer> {
-  const env: NodeJS.ProcessEnv = { CONFIGU_EXPRESSION_WORKERS: '1', CONFIGU_EXPRESSION_SPARES: '0' };
+  const env: NodeJS.ProcessEnv = { ...ONE_SANDBOX_CHILD };
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('CONFIGU_')) env[k] = v;
   Object.assign(env, options.env ?? {});
   const flags = { ...(options.flags ?? { port: '0', host: '127.0.0.1' }), workers: '1' };

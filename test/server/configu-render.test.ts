@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { prepare, renderConfigu } from '../../src/server/start.js';
 import { createSandboxEvaluator, type SandboxOptions } from '../../src/expressions/index.js';
+import { ONE_SANDBOX_CHILD } from './helpers.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'cfgu-render-'));
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -13,9 +14,7 @@ after(() => rmSync(dir, { recursive: true, force: true }));
 async function load(text: string, env: Record<string, string>) {
   const file = join(dir, `${Math.random().toString(36).slice(2)}.configu`);
   writeFileSync(file, text);
-  // One sandbox child and no spare, as the other in-process servers of the suite (test/helpers/in-process.ts).
-  const sandbox = { CONFIGU_EXPRESSION_WORKERS: '1', CONFIGU_EXPRESSION_SPARES: '0' };
-  const prepared = await prepare({ config: file, flags: { workers: '1' }, env: { ...sandbox, ...env, PATH: process.env.PATH ?? '' }, cwd: dir });
+  const prepared = await prepare({ config: file, flags: { workers: '1' }, env: { ...ONE_SANDBOX_CHILD, ...env, PATH: process.env.PATH ?? '' }, cwd: dir });
   return prepared;
 }
 

@@ -90,6 +90,13 @@ export const postJson = (url: string, body: unknown, headers: Record<string, str
 // ---------------------------------------------------------------------------------------------------------------
 // The real binary
 
+/**
+ * The sandbox layout of the servers the tests start: one sandbox child and no warm spare per server process. Each
+ * sandbox process costs ~0.7 s of CPU to start (~0.5 s with the build's start-up aids), and the suite started ~290 of
+ * them (half of its CPU time) when every server ran the binary's default of two and a spare.
+ */
+export const ONE_SANDBOX_CHILD = { CONFIGU_EXPRESSION_WORKERS: '1', CONFIGU_EXPRESSION_SPARES: '0' } as const;
+
 const children = new Set<ChildProcess>();
 
 export interface Spawned {
@@ -107,15 +114,10 @@ export interface Spawned {
 export function spawnCfgu(args: string[], env: Record<string, string | undefined> = {}, cwd = ROOT): Spawned {
   const childEnv: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('CONFIGU_')) childEnv[k] = v;
-  // One sandbox child and no warm spare per server process, unless the test sets its own sandbox layout: each sandbox
-  // process cost ~0.7 s of CPU to start (~0.5 s with the build's start-up aids), and the suite started ~290 of them
-  // (half of its CPU time) when every server ran the binary's default of two and a spare. Tests about the pool, its
-  // children or its spares set CONFIGU_EXPRESSION_WORKERS or CONFIGU_EXPRESSION_SPARES themselves and then get the
-  // binary's defaults for the rest.
-  if (!('CONFIGU_EXPRESSION_WORKERS' in env) && !('CONFIGU_EXPRESSION_SPARES' in env)) {
-    childEnv.CONFIGU_EXPRESSION_WORKERS = '1';
-    childEnv.CONFIGU_EXPRESSION_SPARES = '0';
-  }
+  // ONE_SANDBOX_CHILD unless the test sets its own sandbox layout: tests about the pool, its children or its spares
+  // set CONFIGU_EXPRESSION_WORKERS or CONFIGU_EXPRESSION_SPARES themselves and then get the binary's defaults for the
+  // rest.
+  if (!('CONFIGU_EXPRESSION_WORKERS' in env) && !('CONFIGU_EXPRESSION_SPARES' in env)) Object.assign(childEnv, ONE_SANDBOX_CHILD);
   for (const [k, v] of Object.entries(env)) if (v !== undefined) childEnv[k] = v;
   const child = spawn(process.execPath, [BIN, ...args], { cwd, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
   children.add(child);

@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import pino from 'pino';
 import { prepare, startServer, type RunningServer } from '../../src/server/start.js';
+import { ONE_SANDBOX_CHILD } from '../server/helpers.js';
 
 const dirs: string[] = [];
 after(() => {
@@ -62,8 +63,7 @@ async function serve(configu: unknown, files: Record<string, string> = {}): Prom
   dirs.push(dir);
   writeFileSync(join(dir, '.configu'), JSON.stringify(configu));
   for (const [name, text] of Object.entries(files)) writeFileSync(join(dir, name), text);
-  // One sandbox child and no spare, as the other in-process servers of the suite (test/helpers/in-process.ts).
-  const env = { PATH: process.env.PATH ?? '', HOME: dir, XDG_CACHE_HOME: join(dir, 'cache'), CONFIGU_EXPRESSION_WORKERS: '1', CONFIGU_EXPRESSION_SPARES: '0' };
+  const env = { PATH: process.env.PATH ?? '', HOME: dir, XDG_CACHE_HOME: join(dir, 'cache'), ...ONE_SANDBOX_CHILD };
   const prepared = await prepare({ config: join(dir, '.configu'), flags: { workers: '1', port: '0', host: '127.0.0.1' }, env, cwd: dir });
   const log = capture();
   const server = await startServer(prepared, {}, log.logger);
