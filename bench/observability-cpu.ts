@@ -135,10 +135,7 @@ if (!phases.includes('2')) {
 }
 
 // The OTLP sink in its own process (receiving spans is the collector's cost, not cfgu's); it counts the spans.
-const sink = spawn(process.execPath, [
-  '-e',
-  `let n=0;require('http').createServer((q,s)=>{const c=[];q.on('data',d=>c.push(d));q.on('end',()=>{try{for(const r of JSON.parse(Buffer.concat(c)).resourceSpans||[])for(const x of r.scopeSpans||[])n+=(x.spans||[]).length}catch{}s.end('{}')})}).listen(0,'127.0.0.1',function(){console.log(this.address().port)});process.on('SIGTERM',()=>{console.log('spans',n);process.exit(0)})`,
-]);
+const sink = spawn(process.execPath, [join(import.meta.dirname, 'otlp-sink.mjs')]);
 let sinkOut = '';
 const sinkPort = await new Promise<number>((resolve) => sink.stdout.on('data', (d: Buffer) => ((sinkOut += d), /\n/.test(sinkOut) && resolve(Number(sinkOut.trim())))));
 const metricsOnly = { name: 'metrics on (tracing SDK loaded, no spans)', app: await app(true, 'off') };

@@ -32,10 +32,7 @@ if (!['base', 'metrics', 'traces'].includes(variant) || !['W10', 'live'].include
 let sink: ChildProcess | undefined;
 let sinkOut = '';
 if (variant === 'traces') {
-  sink = spawn(process.execPath, [
-    '-e',
-    `let n=0;require('http').createServer((q,s)=>{const c=[];q.on('data',d=>c.push(d));q.on('end',()=>{try{for(const r of JSON.parse(Buffer.concat(c)).resourceSpans||[])for(const x of r.scopeSpans||[])n+=(x.spans||[]).length}catch{}s.end('{}')})}).listen(0,'127.0.0.1',function(){console.log(this.address().port)});process.on('SIGTERM',()=>{console.log('spans',n);process.exit(0)})`,
-  ]);
+  sink = spawn(process.execPath, [join(import.meta.dirname, 'otlp-sink.mjs')]);
   const port = await new Promise<number>((resolve) => sink!.stdout!.on('data', (d: Buffer) => ((sinkOut += d), /\n/.test(sinkOut) && resolve(Number(sinkOut.trim())))));
   startTracing({
     OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,

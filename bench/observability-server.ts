@@ -1,6 +1,6 @@
 // One server of the observability benchmark (bench/observability.mjs starts one per variant): the real app, engine,
 // stores and sandbox in one process, with metrics, traces and the request log set as the variant says.
-//   tsx bench/observability-server.ts '{"config":"...","port":1234,"metrics":true,"tracing":"http://127.0.0.1:4318","log":"off|sync|async","probes":true}'
+//   tsx bench/observability-server.ts '{"config":"...","port":1234,"metrics":true,"tracing":"http://127.0.0.1:4318/v1/traces","protocol":"http/protobuf","log":"off|sync|async","probes":true}'
 import { pino, type Logger } from 'pino';
 import { createStoreRegistry, loadConfiguration } from '../src/config/index.js';
 import { createSandboxEvaluator } from '../src/expressions/index.js';
@@ -8,16 +8,14 @@ import { buildServer, settingsWith } from '../src/server/index.js';
 import { createLogger, REDACT_PATHS } from '../src/server/logger.js';
 import { startTracing } from '../src/server/tracing.js';
 
-const v = JSON.parse(process.argv[2]!) as { config: string; port: number; metrics: boolean; tracing?: string; log: 'off' | 'sync' | 'async'; probes?: boolean };
+const v = JSON.parse(process.argv[2]!) as { config: string; port: number; metrics: boolean; tracing?: string; protocol?: string; log: 'off' | 'sync' | 'async'; probes?: boolean };
 
 const tracing = v.tracing
   ? startTracing({
-      OTEL_EXPORTER_OTLP_ENDPOINT: v.tracing,
+      OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: v.tracing,
+      ...(v.protocol ? { OTEL_EXPORTER_OTLP_PROTOCOL: v.protocol } : {}),
       OTEL_TRACES_SAMPLER: 'always_on',
-      // Big enough that no span is dropped at these rates: every span is exported, as an operator would want.
-      OTEL_BSP_MAX_QUEUE_SIZE: '200000',
-      OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '4096',
-      OTEL_BSP_SCHEDULE_DELAY: '1000',
+      // The batch processor's defaults, as an operator runs it (bench/observability.mjs counts what arrives).
     })
   : undefined;
 

@@ -1,4 +1,5 @@
-// What seeing inside costs: metrics, traces (100% sampled, every span exported to an OTLP/HTTP sink in this process)
+// What seeing inside costs: metrics, traces (100% sampled, every span exported to an OTLP/HTTP sink in this process,
+// encoded as protobuf, the default, and as JSON)
 // and the request log line (off, pino's synchronous writer, the asynchronous writer cfgu uses), measured side by side
 // in one run. One server per variant (bench/observability-server.ts: one process, one sandbox child), all started
 // at once; the rounds interleave the variants (their order rotates each round), so a change in the machine's load
@@ -25,6 +26,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual, parseArgs } from 'node:util';
 import { tenKeys, writeFixture } from './fixture.mjs';
+import { sinkHandler } from './otlp.mjs';
 import { freePort, load, tree, waitReady } from './harness.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
@@ -41,37 +43,29 @@ const duration = Number(args.duration);
 const rounds = Number(args.rounds);
 const connections = Number(args.connections);
 
-// The OTLP/HTTP sink: answers every export and counts the spans it got (JSON export requests).
-let spansReceived = 0;
-const sink = createHttpServer((req, res) => {
-  const chunks = [];
-  req.on('data', (c) => chunks.push(c));
-  req.on('end', () => {
-    try {
-      const body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
-      for (const rs of body.resourceSpans ?? []) for (const ss of rs.scopeSpans ?? []) spansReceived += (ss.spans ?? []).length;
-    } catch {
-      /* not JSON: not ours */
-    }
-    res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
-  });
-});
+// The OTLP/HTTP sink: answers every export and counts the spans it got (protobuf or JSON export requests), by path:
+// each traced variant exports to a path of its own. A protobuf export gets an empty protobuf answer (an
+// ExportTraceServiceResponse with no field), a JSON one `{}`.
+const spansReceived = new Map();
+const sink = createHttpServer(sinkHandler((n, path) => spansReceived.set(path, (spansReceived.get(path) ?? 0) + n)));
 await new Promise((r) => sink.listen(0, '127.0.0.1', r));
 const sinkUrl = `http://127.0.0.1:${sink.address().port}`;
 
 const VARIANTS = [
   { name: 'base: metrics off, traces off, log off', metrics: false, log: 'off' },
   { name: 'metrics on', metrics: true, log: 'off' },
-  { name: 'metrics on + traces on (100% sampled)', metrics: true, tracing: true, log: 'off' },
+  { name: 'metrics on + traces on (100% sampled)', metrics: true, tracing: 'http/protobuf', log: 'off', spansPath: '/protobuf/v1/traces' },
+  { name: 'metrics on + traces on (100% sampled, JSON)', metrics: true, tracing: 'http/json', log: 'off', spansPath: '/json/v1/traces' },
   // The log-on variants log health probes too (log.probes), so that /live shows what a request line costs.
   ...(binary ? [] : [{ name: 'log on, synchronous writer', metrics: false, log: 'sync', probes: true }]),
   { name: 'log on, asynchronous writer', metrics: false, log: 'async', probes: true },
   { name: 'metrics on, log on (asynchronous), probes logged', metrics: true, log: 'async', probes: true },
   { name: 'shipped defaults: metrics on, log on (asynchronous), probes not logged', metrics: true, log: 'async' },
 ];
+// spans: what one request makes when traced (the request; W10 adds its command, its store read and its sandbox job).
 const WORKLOADS = [
-  { name: 'GET /live', path: '/live', method: 'GET' },
-  { name: 'W10: 10 keys (2 tests, 1 const, 1 default)', path: '/export', method: 'POST', body: tenKeys.body, expected: tenKeys.expected },
+  { name: 'GET /live', path: '/live', method: 'GET', spans: 1 },
+  { name: 'W10: 10 keys (2 tests, 1 const, 1 default)', path: '/export', method: 'POST', body: tenKeys.body, expected: tenKeys.expected, spans: 4 },
 ];
 
 const config = writeFixture(join(root, 'bench/.tmp/observability'));
@@ -90,14 +84,12 @@ const binaryEnv = (v) => ({
   CONFIGU_METRICS_ENABLED: String(v.metrics),
   CONFIGU_LOG_ENABLED: String(v.log !== 'off'),
   CONFIGU_LOG_PROBES: String(v.probes ?? false),
-  // The same batch settings as the bench server's: big enough that no span is dropped at these rates.
-  ...(v.tracing
-    ? { OTEL_EXPORTER_OTLP_ENDPOINT: sinkUrl, OTEL_TRACES_SAMPLER: 'always_on', OTEL_BSP_MAX_QUEUE_SIZE: '200000', OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '4096', OTEL_BSP_SCHEDULE_DELAY: '1000' }
-    : {}),
+  // The batch processor's defaults, as an operator runs it; the run checks that no span was dropped.
+  ...(v.tracing ? { OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: sinkUrl + v.spansPath, OTEL_EXPORTER_OTLP_PROTOCOL: v.tracing, OTEL_TRACES_SAMPLER: 'always_on' } : {}),
 });
 for (const v of VARIANTS) {
   const port = await freePort();
-  const options = { config, port, metrics: v.metrics, log: v.log, probes: v.probes ?? false, ...(v.tracing ? { tracing: sinkUrl } : {}) };
+  const options = { config, port, metrics: v.metrics, log: v.log, probes: v.probes ?? false, ...(v.tracing ? { tracing: sinkUrl + v.spansPath, protocol: v.tracing } : {}) };
   const child = binary
     ? spawn(process.execPath, [join(root, 'bin/cfgu.js'), 'serve', '--config', config, '--port', String(port), '--host', '127.0.0.1', '--workers', '1'], {
         stdio: ['ignore', 'pipe', 'inherit'],
@@ -106,7 +98,7 @@ for (const v of VARIANTS) {
     : spawn(tsx, [join(root, 'bench/observability-server.ts'), JSON.stringify(options)], { stdio: ['ignore', 'pipe', 'inherit'] });
   let logBytes = 0;
   child.stdout.on('data', (c) => (logBytes += c.length));
-  servers.push({ v, child, base: `http://127.0.0.1:${port}`, logBytes: () => logBytes });
+  servers.push({ v, child, base: `http://127.0.0.1:${port}`, logBytes: () => logBytes, sent: new Map() });
 }
 
 const TICK_MS = 1000 / 100; // USER_HZ
@@ -137,11 +129,13 @@ try {
   for (const s of servers) await waitReady(s.base, 600_000);
   for (const s of servers) {
     for (const w of WORKLOADS) {
+      s.sent.set(w.name, (s.sent.get(w.name) ?? 0) + 1);
       const r = await fetch(s.base + w.path, { method: w.method, body: w.body ? JSON.stringify(w.body) : undefined, headers: w.body ? { 'content-type': 'application/json' } : {} });
       const body = await r.json();
       if (r.status !== 200 || (w.expected && !isDeepStrictEqual(body, w.expected))) throw new Error(`${s.v.name} / ${w.name}: wrong answer ${r.status} ${JSON.stringify(body).slice(0, 300)}`);
       // Warm-up: JIT, caches, the sandbox child.
-      await load({ url: s.base + w.path, method: w.method, body: w.body ? JSON.stringify(w.body) : undefined, connections, duration: 1 });
+      const warm = await load({ url: s.base + w.path, method: w.method, body: w.body ? JSON.stringify(w.body) : undefined, connections, duration: 1 });
+      s.sent.set(w.name, s.sent.get(w.name) + warm.total);
     }
   }
   for (let round = 0; round < rounds; round++) {
@@ -151,6 +145,7 @@ try {
         loads.push(loadavg()[0]);
         const before = cpuOf(s.child.pid);
         const r = await load({ url: s.base + w.path, method: w.method, body: w.body ? JSON.stringify(w.body) : undefined, connections, duration });
+        s.sent.set(w.name, s.sent.get(w.name) + r.total);
         const cpu = cpuSpent(before, cpuOf(s.child.pid));
         const key = `${s.v.name}|${w.name}`;
         // Under a heavy load the sandbox may answer 503 (it could not run a job within its time limit): counted apart.
@@ -196,11 +191,16 @@ for (const w of WORKLOADS) {
 }
 const w10 = WORKLOADS[1].name;
 const tracing = VARIANTS[2].name;
+const tracingJson = VARIANTS[3].name;
+const against = (v) => `${pct((100 * (cpu(v, w10) - cpu(metricsOn, w10))) / cpu(metricsOn, w10))} CPU, ${pct((100 * (rps(v, w10) - rps(metricsOn, w10))) / rps(metricsOn, w10))} req/s`;
 lines.push(
   '',
   `W10, CPU per request: metrics on ${pct((100 * (cpu(metricsOn, w10) - cpu(base, w10))) / cpu(base, w10))} against base; ` +
-    `traces on (100%) ${pct((100 * (cpu(tracing, w10) - cpu(metricsOn, w10))) / cpu(metricsOn, w10))} against metrics on alone. ` +
-    `Spans received by the OTLP sink: ${spansReceived}.`,
+    `traces on (100%) ${against(tracing)} (JSON: ${against(tracingJson)}) against metrics on alone. ` +
+    `Spans received by the OTLP sink, of those the requests answered should make: ${servers
+      .filter((s) => s.v.tracing)
+      .map((s) => `${s.v.tracing} ${spansReceived.get(s.v.spansPath) ?? 0} of ${WORKLOADS.reduce((n, w) => n + (s.sent.get(w.name) ?? 0) * w.spans, 0)}`)
+      .join(', ')}.`,
   `Log bytes written: ${servers.map((s) => `${s.v.name}: ${(s.logBytes() / 1e6).toFixed(1)} MB`).join('; ')}.`,
 );
 console.log(lines.join('\n'));

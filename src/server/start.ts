@@ -147,6 +147,7 @@ export async function startServer(prepared: Prepared, hooks: StartHooks = {}, lo
 
   // Traces only when the OTEL_* variables ask for them (docs/operations.md); before the app, which looks for a tracer.
   const tracing = startTracing(process.env);
+  for (const warning of tracing?.warnings ?? []) log.warn(warning);
   const listenPort = pinnedPort() ?? settings.http.port;
   let app: FastifyInstance;
   try {

@@ -3,7 +3,8 @@
  * `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`); `OTEL_SDK_DISABLED=true` or `OTEL_TRACES_EXPORTER=none` keep them off anyway.
  * The SDK reads the other standard variables itself (`OTEL_TRACES_SAMPLER`, `OTEL_TRACES_SAMPLER_ARG`,
  * `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_BSP_*`, ...); `OTEL_SERVICE_NAME` names the service (default `cfgu`), and
- * `OTEL_RESOURCE_ATTRIBUTES` adds to the resource. Spans go out in batches over OTLP/HTTP.
+ * `OTEL_RESOURCE_ATTRIBUTES` adds to the resource. Spans go out in batches over OTLP/HTTP, encoded as protobuf (the
+ * specification's default) or as JSON, as `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` / `OTEL_EXPORTER_OTLP_PROTOCOL` say.
  *
  * Spans: the request (its parent is the caller's W3C `traceparent`, when given), one per command of a pipeline, one
  * per store read and one per sandbox job; a watched pipeline's evaluation (SSE, long polls) is a trace of its own
@@ -16,33 +17,71 @@
  */
 import { SpanKind, SpanStatusCode, propagation, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
 import type * as CoreModule from '@opentelemetry/core';
-import type * as ExporterModule from '@opentelemetry/exporter-trace-otlp-http';
+import type * as JsonExporterModule from '@opentelemetry/exporter-trace-otlp-http';
+import type * as ProtobufExporterModule from '@opentelemetry/exporter-trace-otlp-proto';
 import type * as ResourcesModule from '@opentelemetry/resources';
 import type * as SdkModule from '@opentelemetry/sdk-trace';
 import type * as ConventionsModule from '@opentelemetry/semantic-conventions';
-import type { Sampler } from '@opentelemetry/sdk-trace';
+import type { Sampler, SpanExporter } from '@opentelemetry/sdk-trace';
 import { createRequire } from 'node:module';
 import { version } from './version.js';
 
 /**
  * The SDK, the exporter and their dependencies (about 200 modules, 60-80 ms to load) are loaded when tracing starts,
- * not with the server: a server without an OTLP endpoint never loads them.
+ * not with the server: a server without an OTLP endpoint never loads them. Only the exporter of the chosen protocol
+ * is loaded.
  */
 const load = createRequire(import.meta.url);
 let sdkModules:
-  | { sdk: typeof SdkModule; core: typeof CoreModule; exporter: typeof ExporterModule; resources: typeof ResourcesModule; conventions: typeof ConventionsModule }
+  | { sdk: typeof SdkModule; core: typeof CoreModule; resources: typeof ResourcesModule; conventions: typeof ConventionsModule }
   | undefined;
 const otel = () =>
   (sdkModules ??= {
     sdk: load('@opentelemetry/sdk-trace') as typeof SdkModule,
     core: load('@opentelemetry/core') as typeof CoreModule,
-    exporter: load('@opentelemetry/exporter-trace-otlp-http') as typeof ExporterModule,
     resources: load('@opentelemetry/resources') as typeof ResourcesModule,
     conventions: load('@opentelemetry/semantic-conventions') as typeof ConventionsModule,
   });
 
+/** The OTLP encodings cfgu sends: both over HTTP. */
+export type TracesProtocol = 'http/protobuf' | 'http/json';
+const PROTOCOLS: readonly TracesProtocol[] = ['http/protobuf', 'http/json'];
+
+/**
+ * The protocol named by `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL`, else `OTEL_EXPORTER_OTLP_PROTOCOL`; default
+ * `http/protobuf`, the specification's default. A name cfgu does not send (`grpc`, or a misspelling) falls back to the
+ * default with a warning, as the SDK does for its other variables: telemetry settings never stop the server.
+ */
+export function tracesProtocol(env: NodeJS.ProcessEnv): { protocol: TracesProtocol; warning?: string } {
+  const own = env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL?.trim();
+  const variable = own ? 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL' : 'OTEL_EXPORTER_OTLP_PROTOCOL';
+  const given = own || env.OTEL_EXPORTER_OTLP_PROTOCOL?.trim();
+  if (!given) return { protocol: 'http/protobuf' };
+  const protocol = PROTOCOLS.find((p) => p === given.toLowerCase());
+  if (protocol) return { protocol };
+  const shown = JSON.stringify(given.length > 40 ? `${given.slice(0, 40)}...` : given);
+  return {
+    protocol: 'http/protobuf',
+    warning: `${variable}=${shown} is not a protocol cfgu sends traces with (http/protobuf or http/json); traces go out as http/protobuf`,
+  };
+}
+
+/** The exporter of `protocol`, sending to `url`; the exporter reads its headers, timeout and compression itself. */
+function exporterFor(protocol: TracesProtocol, url: string): SpanExporter {
+  if (protocol === 'http/json') {
+    const { OTLPTraceExporter } = load('@opentelemetry/exporter-trace-otlp-http') as typeof JsonExporterModule;
+    return new OTLPTraceExporter({ url });
+  }
+  const { OTLPTraceExporter } = load('@opentelemetry/exporter-trace-otlp-proto') as typeof ProtobufExporterModule;
+  return new OTLPTraceExporter({ url });
+}
+
 export interface Tracing {
   readonly tracer: Tracer;
+  /** How spans are encoded. */
+  readonly protocol: TracesProtocol;
+  /** What the operator should hear about the settings (logged once at start-up). */
+  readonly warnings: readonly string[];
   /** Send what is still buffered and stop. */
   shutdown(): Promise<void>;
 }
@@ -108,25 +147,27 @@ export function tracesUrl(env: NodeJS.ProcessEnv): string {
 /** Start tracing for this process when the environment asks for it (once; later calls return the same). */
 export function startTracing(env: NodeJS.ProcessEnv = process.env): Tracing | undefined {
   if (active || !tracingRequested(env)) return active;
-  const { sdk, core, exporter, resources, conventions } = otel();
+  const { sdk, core, resources, conventions } = otel();
   const { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } = conventions;
   const { BatchSpanProcessor, TracerProvider } = sdk;
-  const { OTLPTraceExporter } = exporter;
   const { detectResources, envDetector, resourceFromAttributes } = resources;
   const { W3CTraceContextPropagator } = core;
   const service = env.OTEL_SERVICE_NAME?.trim();
   const resource = resourceFromAttributes({ [ATTR_SERVICE_NAME]: 'cfgu', [ATTR_SERVICE_VERSION]: version })
     .merge(detectResources({ detectors: [envDetector] }))
     .merge(service ? resourceFromAttributes({ [ATTR_SERVICE_NAME]: service }) : null);
+  const { protocol, warning } = tracesProtocol(env);
   const provider = new TracerProvider({
     resource,
     sampler: samplerFromEnv(env),
-    spanProcessors: [new BatchSpanProcessor({ exporter: new OTLPTraceExporter({ url: tracesUrl(env) }), ...batchOptions(env) })],
+    spanProcessors: [new BatchSpanProcessor({ exporter: exporterFor(protocol, tracesUrl(env)), ...batchOptions(env) })],
   });
   propagation.setGlobalPropagator(new W3CTraceContextPropagator());
   trace.setGlobalTracerProvider(provider);
   const tracing: Tracing = {
     tracer: provider.getTracer('cfgu', version),
+    protocol,
+    warnings: warning ? [warning] : [],
     shutdown: async () => {
       if (active !== tracing) return;
       active = undefined;

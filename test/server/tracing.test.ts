@@ -1,6 +1,7 @@
 /**
  * OpenTelemetry traces from the real binary: an OTLP/HTTP receiver in this test (a loopback HTTP server that decodes
- * the exporter's JSON export requests) gets the spans of one POST /export sent with a W3C `traceparent`. The tree is
+ * the exporter's export requests, protobuf or JSON, with bench/otlp.mjs) gets the spans of one POST /export sent with
+ * a W3C `traceparent`. The tree is
  * checked (the caller's trace id, the request span under the caller's span, a span per command and per store read, a
  * sandbox job under its command), and no stored value, override, hidden secret or bearer key appears anywhere in
  * what was exported. Traces stay off without the OTEL_* variables (unit checks of the switch).
@@ -13,7 +14,8 @@ import { gunzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import { waitFor } from '../helpers/wait.js';
 import { killChildren, postJson, removeTempDirs, serveOnFreePort, tempDir, waitForStatus, writeJson } from './helpers.js';
-import { samplerFromEnv, tracesUrl, tracingRequested } from '../../src/server/tracing.js';
+import { samplerFromEnv, startTracing, tracesProtocol, tracesUrl, tracingRequested } from '../../src/server/tracing.js';
+import { readTraceRequest, type OtlpSpan, type OtlpTraceRequest } from '../../bench/otlp.mjs';
 
 const API_KEY = 'api-key-trace-0123456789';
 const PLANTED = {
@@ -21,19 +23,6 @@ const PLANTED = {
   secret: 'hidden-secret-8b2f7a',
   override: 'override-value-1e6c3b',
 };
-
-interface OtlpAttribute {
-  key: string;
-  value: Record<string, unknown>;
-}
-interface OtlpSpan {
-  traceId: string;
-  spanId: string;
-  parentSpanId?: string;
-  name: string;
-  kind: number;
-  attributes?: OtlpAttribute[];
-}
 
 const receivers: Server[] = [];
 after(async () => {
@@ -43,9 +32,18 @@ after(async () => {
 });
 afterEach(killChildren);
 
-/** A minimal OTLP/HTTP traces endpoint: keeps every decoded export request and the raw text of all of them. */
-async function startReceiver(): Promise<{ port: number; spans: () => OtlpSpan[]; raw: () => string; contentTypes: Set<string> }> {
-  const bodies: unknown[] = [];
+/**
+ * A minimal OTLP/HTTP traces endpoint: keeps every decoded export request and the raw bytes of all of them (as text:
+ * a value would be there byte for byte in either encoding).
+ */
+async function startReceiver(): Promise<{
+  port: number;
+  spans: () => OtlpSpan[];
+  requests: () => OtlpTraceRequest[];
+  raw: () => string;
+  contentTypes: Set<string>;
+}> {
+  const bodies: OtlpTraceRequest[] = [];
   let raw = '';
   const contentTypes = new Set<string>();
   const receiver = createServer((req, res) => {
@@ -56,9 +54,8 @@ async function startReceiver(): Promise<{ port: number; spans: () => OtlpSpan[];
       if (req.headers['content-encoding'] === 'gzip') buf = gunzipSync(buf);
       contentTypes.add(String(req.headers['content-type']));
       if (req.method === 'POST' && req.url === '/v1/traces') {
-        const text = buf.toString('utf8');
-        raw += text;
-        bodies.push(JSON.parse(text));
+        raw += buf.toString('utf8');
+        bodies.push(readTraceRequest(buf, req.headers['content-type']));
       }
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end('{}');
@@ -68,13 +65,8 @@ async function startReceiver(): Promise<{ port: number; spans: () => OtlpSpan[];
   await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', () => r()));
   const a = receiver.address();
   const port = typeof a === 'object' && a ? a.port : 0;
-  const spans = () =>
-    bodies.flatMap((b) =>
-      ((b as { resourceSpans?: Array<{ scopeSpans?: Array<{ spans?: OtlpSpan[] }> }> }).resourceSpans ?? []).flatMap((rs) =>
-        (rs.scopeSpans ?? []).flatMap((ss) => ss.spans ?? []),
-      ),
-    );
-  return { port, spans, raw: () => raw, contentTypes };
+  const spans = () => bodies.flatMap((b) => (b.resourceSpans ?? []).flatMap((rs) => (rs.scopeSpans ?? []).flatMap((ss) => ss.spans ?? [])));
+  return { port, spans, requests: () => bodies, raw: () => raw, contentTypes };
 }
 
 const attr = (s: OtlpSpan, key: string): unknown => {
@@ -87,7 +79,7 @@ const attr = (s: OtlpSpan, key: string): unknown => {
 };
 
 describe('traces over OTLP/HTTP', { timeout: 300_000 }, () => {
-  test('one trace under the caller\'s traceparent: request, a span per command and per store read, sandbox jobs; no value anywhere', async () => {
+  test('one trace under the caller\'s traceparent: request, a span per command and per store read, sandbox jobs; no value anywhere; protobuf, after a warning about a protocol cfgu does not send', async () => {
     const otlp = await startReceiver();
     const dir = tempDir('cfgu-trace-');
     writeJson(join(dir, 'main.json'), [
@@ -101,8 +93,10 @@ describe('traces over OTLP/HTTP', { timeout: 300_000 }, () => {
         secrets: { type: 'json-file', configuration: { path: 'secrets.json' } },
       },
     });
-    const { base } = await serveOnFreePort(['--config', configu, '--workers', '1'], {
+    // gRPC is not sent: the server says so and uses the default, http/protobuf (what it uses with no protocol set).
+    const { p, base } = await serveOnFreePort(['--config', configu, '--workers', '1'], {
       OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${otlp.port}`,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc',
       OTEL_SERVICE_NAME: 'cfgu-under-test',
       OTEL_TRACES_SAMPLER: 'parentbased_always_on',
       OTEL_BSP_SCHEDULE_DELAY: '100',
@@ -111,6 +105,10 @@ describe('traces over OTLP/HTTP', { timeout: 300_000 }, () => {
       CONFIGU_EXPRESSION_WORKERS: '1',
     });
     await waitForStatus(`${base}/ready`, 200, 120_000);
+    assert.deepEqual(
+      p.logs().filter((l) => l.level === 'warn').map((l) => l.msg),
+      ['OTEL_EXPORTER_OTLP_PROTOCOL="grpc" is not a protocol cfgu sends traces with (http/protobuf or http/json); traces go out as http/protobuf'],
+    );
 
     const traceId = randomBytes(16).toString('hex');
     const callerSpan = randomBytes(8).toString('hex');
@@ -175,19 +173,24 @@ describe('traces over OTLP/HTTP', { timeout: 300_000 }, () => {
     for (const [what, value] of planted) {
       assert.ok(!exported.includes(value), `${what} leaked into the exported spans`);
     }
-    assert.ok(exported.includes('"cfgu-under-test"'), 'OTEL_SERVICE_NAME names the service');
-    assert.deepEqual([...otlp.contentTypes], ['application/json']);
+    const services = otlp
+      .requests()
+      .flatMap((b) => (b.resourceSpans ?? []).map((rs) => rs.resource?.attributes?.find((a) => a.key === 'service.name')?.value.stringValue));
+    assert.deepEqual([...new Set(services)], ['cfgu-under-test'], 'OTEL_SERVICE_NAME names the service');
+    assert.deepEqual([...otlp.contentTypes], ['application/x-protobuf']);
   });
 });
 
 describe('traces of watched pipelines', { timeout: 300_000 }, () => {
-  test('a watch evaluation is a trace of its own: cfgu.watch.evaluation with its command, store read and sandbox job; an unsampled request exports nothing; no value anywhere', async () => {
+  test('a watch evaluation is a trace of its own: cfgu.watch.evaluation with its command, store read and sandbox job; an unsampled request exports nothing; no value anywhere; JSON when the traces protocol says so', async () => {
     const otlp = await startReceiver();
     const dir = tempDir('cfgu-trace-watch-');
     writeJson(join(dir, 'main.json'), [{ set: '', key: 'HOST', value: PLANTED.stored }]);
     const configu = writeJson(join(dir, '.configu'), { stores: { main: { type: 'json-file', configuration: { path: 'main.json' }, default: true } } });
     const { base } = await serveOnFreePort(['--config', configu, '--workers', '1'], {
       OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${otlp.port}`,
+      OTEL_EXPORTER_OTLP_PROTOCOL: 'http/protobuf',
+      OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json',
       OTEL_TRACES_SAMPLER: 'parentbased_always_on',
       OTEL_BSP_SCHEDULE_DELAY: '100',
       CONFIGU_EXPRESSION_WORKERS: '1',
@@ -226,6 +229,7 @@ describe('traces of watched pipelines', { timeout: 300_000 }, () => {
     assert.deepEqual(otlp.spans().filter((s) => s.traceId === unsampled), [], 'nothing of the unsampled request');
     const exported = otlp.raw();
     for (const [what, value] of Object.entries(PLANTED)) assert.ok(!exported.includes(value), `${what} leaked into the exported spans`);
+    assert.deepEqual([...otlp.contentTypes], ['application/json'], 'the signal\'s own protocol variable wins');
   });
 });
 
@@ -246,6 +250,27 @@ describe('the switch', () => {
       tracesUrl({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://other:4318/custom' }),
       'http://other:4318/custom',
     );
+  });
+
+  test('the protocol: http/protobuf by default, http/json when asked, the signal\'s own variable first; others fall back with a warning', async () => {
+    assert.deepEqual(tracesProtocol({}), { protocol: 'http/protobuf' });
+    assert.deepEqual(tracesProtocol({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' }), { protocol: 'http/json' });
+    assert.deepEqual(tracesProtocol({ OTEL_EXPORTER_OTLP_PROTOCOL: ' HTTP/JSON ' }), { protocol: 'http/json' });
+    assert.deepEqual(tracesProtocol({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/protobuf' }), { protocol: 'http/protobuf' });
+    assert.deepEqual(tracesProtocol({ OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: ' ', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json' }), { protocol: 'http/json' });
+    assert.deepEqual(tracesProtocol({ OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'grpc' }), {
+      protocol: 'http/protobuf',
+      warning: 'OTEL_EXPORTER_OTLP_TRACES_PROTOCOL="grpc" is not a protocol cfgu sends traces with (http/protobuf or http/json); traces go out as http/protobuf',
+    });
+    assert.match(tracesProtocol({ OTEL_EXPORTER_OTLP_PROTOCOL: 'x'.repeat(100) }).warning ?? '', /^OTEL_EXPORTER_OTLP_PROTOCOL="x{40}\.\.\."/);
+    // What startTracing makes of it (nothing is sent: no span is made).
+    const tracing = startTracing({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_EXPORTER_OTLP_PROTOCOL: 'http/jsn' });
+    try {
+      assert.equal(tracing?.protocol, 'http/protobuf');
+      assert.deepEqual(tracing?.warnings, [tracesProtocol({ OTEL_EXPORTER_OTLP_PROTOCOL: 'http/jsn' }).warning]);
+    } finally {
+      await tracing?.shutdown();
+    }
   });
 
   test('OTEL_TRACES_SAMPLER names the sampler', () => {
