@@ -1,12 +1,13 @@
 // What tracing costs a 10-key export, in machine instructions: `valgrind --tool=callgrind` counts every instruction
 // the server process runs (not the kernel's), the same count for the same program whatever else the machine is doing,
 // where CPU time on a shared 2-core VM moves by 20-50% between runs. Node runs with V8's `--single-threaded`: the
-// optimizing compiler and the garbage collector then work on the main thread, where valgrind counts them in a fixed
-// order; with their background threads, how far a run got before its optimized code was installed depends on
-// valgrind's thread scheduling, and the per-request figures of two runs of one variant differed by up to 100,000
-// instructions (20%). Each variant runs twice, with N1 and N2 requests (bench/trace-instructions-app.ts, bundled first);
-// the difference divided by N2 - N1 is the steady-state cost of one request, start-up and warm-up left out. N1 must
-// be large enough that the JIT has settled: under valgrind that takes a few thousand requests.
+// optimizing compiler and the garbage collector then work on the main thread, in an order valgrind's thread
+// scheduling does not change; with their background threads, two runs of one variant differed by up to 100,000
+// instructions a request (20%). Even so, repeat a run before trusting a difference under about 15% (RESULTS.md,
+// "Traces over protobuf": one variant still moved by 13% between two runs). Each variant runs twice, with N1 and N2
+// requests (bench/trace-instructions-app.ts, bundled first); the difference divided by N2 - N1 is the steady-state
+// cost of one request, start-up and warm-up left out. N1 must be large enough that the JIT has settled: under
+// valgrind that takes a few thousand requests.
 //
 //   node bench/trace-instructions.mjs [--n1 3000] [--n2 7000] [--variants off,sampled-out,protobuf,json]
 //
