@@ -43,9 +43,8 @@ const duration = Number(args.duration);
 const rounds = Number(args.rounds);
 const connections = Number(args.connections);
 
-// The OTLP/HTTP sink: answers every export and counts the spans it got (protobuf or JSON export requests), by path:
-// each traced variant exports to a path of its own. A protobuf export gets an empty protobuf answer (an
-// ExportTraceServiceResponse with no field), a JSON one `{}`.
+// The OTLP/HTTP sink (bench/otlp.mjs): counts the spans it got by path, as each traced variant exports to a path of
+// its own.
 const spansReceived = new Map();
 const sink = createHttpServer(sinkHandler((n, path) => spansReceived.set(path, (spansReceived.get(path) ?? 0) + n)));
 await new Promise((r) => sink.listen(0, '127.0.0.1', r));
