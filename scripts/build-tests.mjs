@@ -8,9 +8,11 @@
 // What keeps the bundles behaving like the sources:
 // - `import.meta.url` in a bundled file is written as the URL of the source file it came from, so paths a test or a
 //   module finds next to itself (fixtures, dist/, createRequire) are the ones it finds under tsx.
-// - Packages stay outside (`packages: 'external'`): node_modules is loaded at run time, as before; the bundles live
-//   inside the checkout so that node finds it. The few that dist/ bundles (scripts/inline-packages.mjs) are bundled
-//   here too, so that the tests load what the binary loads.
+// - Packages are bundled as dist/ bundles them (scripts/inline-packages.mjs), so that the tests load what the binary
+//   loads; those it keeps external, and the development dependencies (test tools), are loaded from node_modules at
+//   run time (the bundles live inside the checkout so that node finds it). Code that several test files share (the
+//   sources, the packages) goes into chunks of its own (.cache/test-build/chunks/), written once: 23 MB in all where
+//   one bundle per file would be 190 MB.
 // - test/helpers/capture.ts (the secret scan's recorder, preloaded with --import) is a module of its own that every
 //   bundle imports, so the preloaded copy and the one the tests call are one module with one state.
 // - Names are kept (esbuild's keepNames, as tsx does): class and function names stay what the sources say.
@@ -56,6 +58,9 @@ const sharedCapture = {
   },
 };
 
+/** The development dependencies (package.json): left to node_modules by the test build. */
+const devDependencies = Object.keys(JSON.parse(await readFile(join(root, 'package.json'), 'utf8')).devDependencies ?? {});
+
 export async function buildTests(files) {
   const { build } = await import('esbuild');
   await rm(TEST_BUILD, { recursive: true, force: true });
@@ -69,12 +74,16 @@ export async function buildTests(files) {
     platform: 'node',
     format: 'esm',
     target: `node${process.versions.node.split('.')[0]}`,
-    packages: 'external',
     keepNames: true,
+    splitting: true,
+    chunkNames: 'chunks/[name]-[hash]',
     sourcemap: 'inline',
     sourcesContent: false,
     logLevel: 'error',
-    plugins: [sharedCapture, inlinePackages(root), sourceUrls],
+    plugins: [sharedCapture, inlinePackages({ alsoExternal: devDependencies }), sourceUrls],
+    // Bundled CommonJS packages call require() for node's own modules: an ES module has none, so each output file
+    // makes one (as dist/ does, scripts/build.mjs).
+    banner: { js: "import { createRequire as __cfguCreateRequire } from 'node:module'; const require = __cfguCreateRequire(import.meta.url);" },
   });
 }
 

@@ -1,7 +1,7 @@
 // Build step run by `npm ci` (postinstall), `npm test` and `npm start`'s prerequisites:
 // 1. every `scripts/build-*.mjs` step (e.g. the sandbox library bundle), then
-// 2. the application bundles in dist/ (esbuild; dependencies stay external in node_modules, but for the few
-//    scripts/inline-packages.mjs names).
+// 2. the application bundles in dist/ (esbuild; the dependencies are bundled too, but for the native addons and the
+//    few packages scripts/inline-packages.mjs keeps in node_modules).
 import { build } from 'esbuild';
 import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, rmSync } from 'node:fs';
@@ -41,9 +41,8 @@ if (Object.keys(entryPoints).length) {
     platform: 'node',
     format: 'esm',
     target: 'node20',
-    packages: 'external',
-    // But a few small pure-JavaScript packages are bundled (scripts/inline-packages.mjs).
-    plugins: [inlinePackages(root)],
+    // Dependencies bundled but for those scripts/inline-packages.mjs keeps external.
+    plugins: [inlinePackages()],
     // Code shared by the entries, and each command's own code (loaded by a dynamic import when the command runs), go
     // into chunks: start-up loads only what the command needs.
     splitting: true,
