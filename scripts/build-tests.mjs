@@ -21,7 +21,7 @@
 import { readFile, rm } from 'node:fs/promises';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { inlinePackages } from './inline-packages.mjs';
+import { BANNER, inlinePackages } from './inline-packages.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 export const TEST_BUILD = join(root, '.cache', 'test-build');
@@ -81,9 +81,8 @@ export async function buildTests(files) {
     sourcesContent: false,
     logLevel: 'error',
     plugins: [sharedCapture, inlinePackages({ alsoExternal: devDependencies }), sourceUrls],
-    // Bundled CommonJS packages call require() for node's own modules: an ES module has none, so each output file
-    // makes one (as dist/ does, scripts/build.mjs).
-    banner: { js: "import { createRequire as __cfguCreateRequire } from 'node:module'; const require = __cfguCreateRequire(import.meta.url);" },
+    // `require` and the package paths of bundled packages (scripts/inline-packages.mjs), as in dist/.
+    banner: { js: BANNER },
   });
 }
 

@@ -7,7 +7,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { inlinePackages } from './inline-packages.mjs';
+import { BANNER, inlinePackages } from './inline-packages.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const started = Date.now();
@@ -49,7 +49,7 @@ if (Object.keys(entryPoints).length) {
     chunkNames: 'chunks/[name]-[hash]',
     sourcemap: true,
     logLevel: 'warning',
-    banner: { js: "import { createRequire as __cfguCreateRequire } from 'node:module'; const require = __cfguCreateRequire(import.meta.url);" },
+    banner: { js: BANNER },
   });
 }
 // 3. The sandbox's start-up aids next to its bundle (src/expressions/prepared.ts): made with this Node, in a process of
