@@ -136,15 +136,36 @@ export async function runReplicas({
       env: childEnv({}),
       stdio: ['ignore', 'ignore', 'pipe'],
     });
-  const startReplica = (port: number): Child => {
+  /**
+   * A replica on `port` (0: any free port), resolved once it listens, with the port it got from its own
+   * `listening` log line: a port picked beforehand could be taken by another program in the meantime, and then
+   * another server's /ready would pass for this replica's. Rejects with the replica's error when it exits first.
+   */
+  const startReplica = (port: number): Promise<{ child: Child; port: number }> => {
     const child = spawn(process.execPath, [BIN, 'serve', '--config', config, '--port', String(port), '--host', '127.0.0.1', '--workers', '1'], {
       cwd: dir,
-      env: childEnv({ CONFIGU_LOG_ENABLED: 'false', CONFIGU_EXPRESSION_WORKERS: '1', CONFIGU_EXPRESSION_SPARES: '0' }),
-      stdio: ['ignore', 'ignore', 'ignore'],
+      env: childEnv({ CONFIGU_EXPRESSION_WORKERS: '1', CONFIGU_EXPRESSION_SPARES: '0' }),
+      stdio: ['ignore', 'pipe', 'pipe'],
     }) as Child;
     started.add(child);
     child.exited = new Promise((r) => child.once('exit', (code, signal) => (started.delete(child), r(code ?? signal ?? -1))));
-    return child;
+    let stderr = '';
+    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString('utf8')));
+    return new Promise((resolve, reject) => {
+      let out = '';
+      const onData = (d: Buffer) => {
+        out += d.toString('utf8');
+        for (const line of out.split('\n')) {
+          if (!line.includes('"listening; initialising stores"')) continue;
+          child.stdout!.off('data', onData);
+          child.stdout!.resume(); // its request lines from now on: read and dropped
+          resolve({ child, port: (JSON.parse(line) as { port: number }).port });
+          return;
+        }
+      };
+      child.stdout!.on('data', onData);
+      void child.exited.then((code) => reject(new Error(`replica on port ${port} exited (${code}) before listening: ${stderr.trim().split('\n')[0] ?? ''}`)));
+    });
   };
   const ready = (port: number) => until(`replica :${port} ready`, async () => (await fetch(`http://127.0.0.1:${port}/ready`)).status === 200);
 
@@ -153,8 +174,9 @@ export async function runReplicas({
   const counts: ReplicaRun = { requests: 0, ok: 0, failures: [], restarts: 0, exitCodes: [], perReplica: [] };
   try {
     upsert('first');
-    const ports = [await freePort(), await freePort(), await freePort()];
-    const replicas = ports.map(startReplica);
+    const first = await Promise.all([0, 0, 0].map(startReplica));
+    const replicas = first.map((r) => r.child);
+    const ports = first.map((r) => r.port);
     await Promise.all(ports.map(ready));
     const front = await freePort();
     writeFileSync(join(dir, 'haproxy.cfg'), haproxyConfig(front, ports));
@@ -187,7 +209,7 @@ export async function runReplicas({
       const port = ports[i]!;
       replicas[i]!.kill('SIGTERM');
       counts.exitCodes.push(await replicas[i]!.exited);
-      replicas[i] = startReplica(port);
+      replicas[i] = (await startReplica(port)).child;
       await ready(port);
       // Let the balancer see it back (and requests flow) before the next one goes away.
       await until(`traffic after restarting r${i + 1}`, () => counts.requests > before + clients * 5);
