@@ -34,6 +34,7 @@ export interface OtlpTraceRequest {
 export function decodeTraceRequest(buf: Buffer): OtlpTraceRequest;
 export function readTraceRequest(body: Buffer, contentType: string | undefined): OtlpTraceRequest;
 export function spanCount(request: OtlpTraceRequest): number;
+export function countSpans(body: Buffer, contentType: string | undefined): number;
 export function sinkHandler(
   count: (spans: number, path: string | undefined) => void,
 ): (req: import('node:http').IncomingMessage, res: import('node:http').ServerResponse) => void;
