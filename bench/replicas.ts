@@ -155,7 +155,8 @@ export async function runReplicas({
       let out = '';
       const onData = (d: Buffer) => {
         out += d.toString('utf8');
-        for (const line of out.split('\n')) {
+        // Whole lines only: a chunk can end inside one.
+        for (const line of out.split('\n').slice(0, -1)) {
           if (!line.includes('"listening; initialising stores"')) continue;
           child.stdout!.off('data', onData);
           child.stdout!.resume(); // its request lines from now on: read and dropped

@@ -49,6 +49,8 @@ const __cfguPackagePath = (name, inside) => {
 };`;
 
 const builtins = new Set(builtinModules);
+/** `__dirname` or `__filename` as a name of its own (not a property). */
+const OWN_PATHS = /(?<![.$\w])__(dirname|filename)\b/;
 
 /** Whether `specifier` (an import of a package or a built-in module) stays outside the bundle. */
 export function staysExternal(specifier) {
@@ -82,16 +84,17 @@ export function inlinePackages({ alsoExternal = [] } = {}) {
       b.onResolve({ filter: /^[^./]/ }, (args) =>
         staysExternal(args.path) || more.has(packageOf(args.path)) ? { path: args.path, external: true } : undefined,
       );
-      // A bundled package file that names its own folder or path: both become the installed file's (see above).
+      // A bundled package file that names its own folder or path: both become the installed file's (see above). The
+      // text read here is handed to esbuild, so no file is read twice. Only the bare names are replaced, not a
+      // property of the same name (`x.__dirname`).
       b.onLoad({ filter: /[\\/]node_modules[\\/].*\.[cm]?js$/ }, async (args) => {
         const text = await readFile(args.path, 'utf8');
-        if (!/\b__(dirname|filename)\b/.test(text)) return undefined;
         const where = insidePackage(args.path);
-        if (!where) return undefined;
+        if (!where || !OWN_PATHS.test(text)) return { contents: text, loader: 'js' };
         const folder = where.inside.split('/').slice(0, -1).join('/');
         const contents = text
-          .replace(/\b__dirname\b/g, `__cfguPackagePath(${JSON.stringify(where.name)}, ${JSON.stringify(folder)})`)
-          .replace(/\b__filename\b/g, `__cfguPackagePath(${JSON.stringify(where.name)}, ${JSON.stringify(where.inside)})`);
+          .replace(/(?<![.$\w])__dirname\b/g, `__cfguPackagePath(${JSON.stringify(where.name)}, ${JSON.stringify(folder)})`)
+          .replace(/(?<![.$\w])__filename\b/g, `__cfguPackagePath(${JSON.stringify(where.name)}, ${JSON.stringify(where.inside)})`);
         return { contents, loader: 'js' };
       });
     },
