@@ -40,9 +40,28 @@ export function exportJson(result: EvalResult): { text: string; keys: number } {
   let text = '';
   let keys = 0;
   eachExported(result, (key, v) => {
-    text += `${keys++ ? ',' : ''}${JSON.stringify(key)}:${typeof v === 'number' ? String(v) : JSON.stringify(v)}`;
+    text += `${keys++ ? ',' : ''}${jsonString(key)}:${typeof v === 'number' ? String(v) : typeof v === 'string' ? jsonString(v) : JSON.stringify(v)}`;
   });
   return { text: `{${text}}`, keys };
+}
+
+/** Strings up to this length are checked in JavaScript before quoting; longer ones go to JSON.stringify at once. */
+const SHORT_STRING = 64;
+
+/**
+ * `JSON.stringify(s)` for a string, without the call for the common case. JSON.stringify changes a string's characters
+ * only where they are `"`, `\`, a control character below U+0020 or a UTF-16 surrogate (it escapes a lone one); a
+ * short string free of all four is quoted as it is, and any other goes to JSON.stringify. Keys match
+ * `^[A-Za-z0-9_-]+$` and most values are short and plain, so for a 1,000-key export this halves the time of writing
+ * the text (bench/RESULTS.md, "Writing the export's text").
+ */
+function jsonString(s: string): string {
+  if (s.length > SHORT_STRING) return JSON.stringify(s);
+  for (let i = 0; i < s.length; i++) {
+    const c = s.charCodeAt(i);
+    if (c < 0x20 || c === 0x22 || c === 0x5c || (c >= 0xd800 && c <= 0xdfff)) return JSON.stringify(s);
+  }
+  return `"${s}"`;
 }
 
 /** `exportPipeline` with the answer as JSON text (exportJson). */

@@ -44,3 +44,40 @@ test('exportJson gives the bytes of JSON.stringify(exportResult(...)) and the co
     assert.equal(keys, Object.keys(exported).length, `case ${i}`);
   }
 });
+
+test('exportJson quotes keys and string values exactly as JSON.stringify does, whatever their characters', () => {
+  // Every character class JSON.stringify treats apart (quote, backslash, control characters, lone and paired
+  // surrogates), the ones it leaves alone (DEL, U+2028, non-ASCII), at the length where the writer stops checking
+  // short strings itself (64) and just past it, and as keys of a piped result (which the engine does not validate).
+  const tricky = [
+    'plain',
+    'say "hi"',
+    'C:\\path',
+    'tab\there',
+    '\u0000nul',
+    'unit\u001fsep',
+    'del\u007f',
+    'lone \ud800 high',
+    'lone \udfff low',
+    'pair \ud83d\ude00',
+    'ls \u2028 ps \u2029',
+    'ünï',
+    'x'.repeat(64),
+    `${'y'.repeat(63)}"`,
+    `${'z'.repeat(65)}`,
+    `${'w'.repeat(64)}\\`,
+  ];
+  const asString = { schema: { type: 'string' } };
+  const entries: Array<[string, string, Record<string, unknown>?]> = [];
+  tricky.forEach((s, i) => {
+    entries.push([`V${i}`, s, asString]);
+    entries.push([s, `value ${i}`, asString]);
+  });
+  for (const result of [resultOf(entries), resultOf(entries, true)]) {
+    const exported = exportResult(result);
+    const { text, keys } = exportJson(result);
+    assert.equal(text, JSON.stringify(exported));
+    assert.equal(keys, tricky.length * 2);
+    assert.deepEqual(JSON.parse(text), exported);
+  }
+});
