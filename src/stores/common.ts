@@ -46,13 +46,20 @@ export function splitWrites(configs: readonly Config[]): { upserts: Config[]; de
 }
 
 /**
- * Configs indexed set -> key -> config: a lookup hashes two strings the caller already has, builds none. The configs
- * in an index are frozen copies (`indexEntry`), so a lookup can hand them out as they are.
+ * Configs indexed set -> key -> entry: a lookup hashes two strings the caller already has, builds none. An entry holds
+ * a frozen copy of its config (`indexEntry`), so a lookup can hand it out as it is, and the number of the last lookup
+ * that handed it out (how `lookUp` answers a repeated query once without a set of its own).
  */
-export type SetIndex = Map<string, Map<string, Readonly<Config>>>;
+export type SetIndex = Map<string, Map<string, IndexEntry>>;
 
-/** A frozen copy of a config, as an index holds it. */
-export const indexEntry = (c: Config): Readonly<Config> => Object.freeze({ set: c.set, key: c.key, value: c.value });
+export interface IndexEntry {
+  readonly config: Readonly<Config>;
+  /** The `lookUp` call that last answered with this entry (0: none yet). Scratch state of `lookUp` only. */
+  answeredBy: number;
+}
+
+/** The index entry of a config: a frozen copy of it. */
+export const indexEntry = (c: Config): IndexEntry => ({ config: Object.freeze({ set: c.set, key: c.key, value: c.value }), answeredBy: 0 });
 
 export function indexBySet(configs: Iterable<Config>): SetIndex {
   const index: SetIndex = new Map();
@@ -64,26 +71,34 @@ export function indexBySet(configs: Iterable<Config>): SetIndex {
   return index;
 }
 
+/** Numbers the calls of `lookUp` (a double counts exactly past any number of calls a process can make). */
+let lookUps = 0;
+
 /**
  * Answer a batch from an in-process index (exact lookups, so no filtering is needed): the non-empty configs, each
- * once (duplicate queries answered once). They are the index's own frozen entries, not copies: an index is replaced,
+ * once (duplicate queries answered once). They are the index's own frozen configs, not copies: an index is replaced,
  * never changed in place, so an answer stays as it was. Queries come grouped by set (the engine asks for every key of
  * one set, then the next), so the set's map is looked up once per run of queries for that set.
+ *
+ * A repeated query is recognised by the entry's `answeredBy`: this call's number once the entry is in the answer. The
+ * call runs to its end without yielding, so no other call can mark an entry in between. That costs one field write
+ * per answered config, against a `Set` of the answered configs that took about 45 µs of a 1,000-key request's
+ * 3,000 lookups (bench/RESULTS.md, "Store lookups without a set").
  */
 export function lookUp(index: SetIndex, queries: readonly ConfigQuery[]): Config[] {
+  const call = ++lookUps;
   const out: Config[] = [];
-  const seen = queries.length > 1 ? new Set<Readonly<Config>>() : undefined;
   let set: string | null = null;
-  let keys: Map<string, Readonly<Config>> | undefined;
+  let keys: Map<string, IndexEntry> | undefined;
   for (const q of queries) {
     if (q.set !== set) {
       set = q.set;
       keys = index.get(set);
     }
-    const c = keys?.get(q.key);
-    if (!c || c.value === '' || seen?.has(c)) continue;
-    seen?.add(c);
-    out.push(c);
+    const e = keys?.get(q.key);
+    if (!e || e.config.value === '' || e.answeredBy === call) continue;
+    e.answeredBy = call;
+    out.push(e.config);
   }
   return out;
 }
