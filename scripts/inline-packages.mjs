@@ -49,8 +49,8 @@ const __cfguPackagePath = (name, inside) => {
 };`;
 
 const builtins = new Set(builtinModules);
-/** `__dirname` or `__filename` as a name of its own (not a property). */
-const OWN_PATHS = /(?<![.$\w])__(dirname|filename)\b/;
+/** `__dirname` or `__filename` as a name of its own (not a property); the name's end is the first group. */
+const OWN_PATHS = /(?<![.$\w])__(dirname|filename)\b/g;
 
 /** Whether `specifier` (an import of a package or a built-in module) stays outside the bundle. */
 export function staysExternal(specifier) {
@@ -90,11 +90,12 @@ export function inlinePackages({ alsoExternal = [] } = {}) {
       b.onLoad({ filter: /[\\/]node_modules[\\/].*\.[cm]?js$/ }, async (args) => {
         const text = await readFile(args.path, 'utf8');
         const where = insidePackage(args.path);
-        if (!where || !OWN_PATHS.test(text)) return { contents: text, loader: 'js' };
+        if (!where) return { contents: text, loader: 'js' };
         const folder = where.inside.split('/').slice(0, -1).join('/');
-        const contents = text
-          .replace(/(?<![.$\w])__dirname\b/g, `__cfguPackagePath(${JSON.stringify(where.name)}, ${JSON.stringify(folder)})`)
-          .replace(/(?<![.$\w])__filename\b/g, `__cfguPackagePath(${JSON.stringify(where.name)}, ${JSON.stringify(where.inside)})`);
+        const contents = text.replace(
+          OWN_PATHS,
+          (_, which) => `__cfguPackagePath(${JSON.stringify(where.name)}, ${JSON.stringify(which === 'dirname' ? folder : where.inside)})`,
+        );
         return { contents, loader: 'js' };
       });
     },
