@@ -149,6 +149,12 @@ function plainInteger(s: string): number | undefined {
   return Number(s);
 }
 
+/**
+ * Whether `coerceValue(s)` without a declared type is the number whose JSON text is `s` itself: the text passes
+ * plainInteger, which accepts only numerals that `String` writes back unchanged.
+ */
+export const isPlainInteger = (s: string): boolean => plainInteger(s) !== undefined;
+
 /** The declared `schema.type` of a Cfgu-like object, if any. */
 export function declaredTypeOf(cfgu: unknown): unknown {
   if (cfgu && typeof cfgu === 'object') {

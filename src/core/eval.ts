@@ -16,7 +16,7 @@ import {
   type FailureRule,
   type InputIssue,
 } from './errors.js';
-import { parseSet, keyProblem, newRecord, setOwn, truncate, type ParsedSet } from './names.js';
+import { isArrayIndex, parseSet, keyProblem, newRecord, setOwn, truncate, type ParsedSet } from './names.js';
 import { prepareSchema, stringifyValue, type PreparedKey, type PreparedSchema } from './schema.js';
 import { declaredTypeOf } from './coerce.js';
 import { viewOf } from './view.js';
@@ -150,19 +150,28 @@ export async function evaluatePipeline(
   for (const r of reads) r.catch(() => undefined);
 
   const failures: EvalFailure[] = [];
-  let result: EvalResult | undefined = options.pipe;
+  let last: Evaluated | undefined;
   for (const command of checked) {
     const stored = await reads[command.index]!;
-    const piped = result;
-    result = deps.observer
+    // The record of the command before is made only here, when a command follows it (Evaluated).
+    const piped = last ? last.result : options.pipe;
+    last = deps.observer
       ? await deps.observer.command({ index: command.index, store: command.store?.name, keys: command.schema.keys.length }, () =>
           evaluateChecked(command, stored, piped, deps, failures, budget),
         )
-      : await evaluateChecked(command, stored, result, deps, failures, budget);
+      : await evaluateChecked(command, stored, piped, deps, failures, budget);
     if (budget.exceeded) break;
   }
   if (failures.length) throw new ValidationError(failures);
-  return { result: result ?? {}, backupStores: [...backupStores] };
+  if (!last) return { result: options.pipe ?? {}, backupStores: [...backupStores] };
+  const outcome = last;
+  return {
+    get result() {
+      return outcome.result;
+    },
+    ordered: outcome.ordered,
+    backupStores: [...backupStores],
+  };
 }
 
 function checkCommands(commands: readonly EvalCommandInput[], deps: EngineDeps, limits: EngineLimits): CheckedCommand[] {
@@ -238,14 +247,64 @@ function checkTemplates(index: number, schema: PreparedSchema, limits: EngineLim
   }
 }
 
-async function readStore(command: CheckedCommand, backupStores: Set<string>): Promise<Config[]> {
+/**
+ * The store queries of a prepared schema for one set path, made once and frozen: a schema's key list and a set's
+ * hierarchy are fixed, so a repeated request (the body cache hands out the same prepared schema) asks with the same
+ * array. The in-process stores answer a frozen batch they have answered before from a memo while their data is
+ * unchanged (src/stores/common.ts, AnswerMemo). One set path is kept per schema: a schema is nearly always asked for
+ * with one set, and the array is about as large as the prepared schema itself.
+ */
+const schemaQueries = new WeakMap<PreparedSchema, { set: string; queries: readonly ConfigQuery[] }>();
+
+function queriesOf(schema: PreparedSchema, set: ParsedSet): readonly ConfigQuery[] {
+  const known = schemaQueries.get(schema);
+  if (known && known.set === set.path) return known.queries;
+  const queries: ConfigQuery[] = [];
+  for (const s of set.hierarchy) for (const key of schema.storeKeys) queries.push(Object.freeze({ set: s, key }));
+  schemaQueries.set(schema, { set: set.path, queries: Object.freeze(queries) });
+  return queries;
+}
+
+async function readStore(command: CheckedCommand, backupStores: Set<string>): Promise<readonly Config[]> {
   const { store, schema, set } = command;
   if (!store || schema.storeKeys.length === 0) return [];
-  const queries: ConfigQuery[] = [];
-  for (const s of set.hierarchy) for (const key of schema.storeKeys) queries.push({ set: s, key });
-  const answer = await store.read(queries);
+  const answer = await store.read(queriesOf(schema, set));
   if (answer.fromBackup) backupStores.add(store.name);
   return answer.configs;
+}
+
+/**
+ * A command's evaluation (steps 1-5, then const and validate):
+ * - `byIndex`: the entry the result holds for each schema key, by the key's position (PreparedKey.index);
+ * - `ordered`: the result's entries in the order `Object.keys(result)` gives, when no key is an array index (then that
+ *   order is the order the keys were set in); undefined otherwise;
+ * - `result`: the record itself, made when first asked for.
+ * The export walks `ordered` (export.ts) and the checks reach entries through `byIndex`, so for a command without a
+ * pipe the record is never made on the way to `POST /export`'s answer. Making a 1,000-key record (a hash table,
+ * names.ts, newRecord), enumerating it and looking every key up again took about a third of such an export's time.
+ * The steps after evaluateValues change an entry's fields, never which entry a key holds, so all three stay true;
+ * `upsert`, which replaces entries, uses only the record.
+ */
+class Evaluated {
+  private record: EvalResult | undefined;
+
+  constructor(
+    readonly byIndex: readonly EvaluatedConfig[],
+    readonly ordered: readonly EvaluatedConfig[] | undefined,
+    record: EvalResult | undefined,
+  ) {
+    this.record = record;
+  }
+
+  get result(): EvalResult {
+    if (!this.record) {
+      // Only a command without a pipe comes without its record, and then `byIndex` is in schema order.
+      const record = newRecord<EvaluatedConfig>(this.byIndex.length);
+      for (const e of this.byIndex) setOwn(record, e.key, e);
+      this.record = record;
+    }
+    return this.record;
+  }
 }
 
 /** Steps 1-5: empty, store, override, default, pipe. Pure and synchronous. */
@@ -254,19 +313,15 @@ function evaluateValues(
   stored: readonly Config[],
   pipe: EvalResult | undefined,
   failures: EvalFailure[],
-): EvalResult {
+): Evaluated {
   const { schema, set, overrides, index } = command;
   const n = schema.keys.length;
-  const current = newRecord<EvaluatedConfig>(n);
-  // The same entries by the key's position in the schema (PreparedKey.index): the loops below reach them without a
-  // lookup by name.
+  // The entries by the key's position in the schema (PreparedKey.index).
   const entries: EvaluatedConfig[] = new Array<EvaluatedConfig>(n);
   // 1. empty
   for (let i = 0; i < n; i++) {
     const p = schema.keys[i]!;
-    const e: EvaluatedConfig = { key: p.key, value: '', origin: 'empty', cfgu: p.cfgu, set: set.path };
-    entries[i] = e;
-    setOwn(current, p.key, e);
+    entries[i] = { key: p.key, value: '', origin: 'empty', cfgu: p.cfgu, set: set.path };
   }
   // 2. store: the deepest set of the hierarchy holding a non-empty value wins.
   if (stored.length) {
@@ -314,7 +369,7 @@ function evaluateValues(
       failures.push({ command: index, key, rule: 'override', message: `the override for key "${key}" cannot be stored: it is nested too deeply` });
       continue;
     }
-    const e = current[key]!;
+    const e = entries[p.index]!;
     e.value = text;
     e.origin = 'override';
     e.set = set.path;
@@ -328,17 +383,27 @@ function evaluateValues(
       e.origin = 'default';
     }
   }
-  // 5. pipe
-  if (!pipe) return current;
+  // 5. pipe: the piped result's keys in its order, then this command's other keys in schema order.
+  if (!pipe) return new Evaluated(entries, schema.keysInOrder ? entries : undefined, undefined);
   const pipeKeys = Object.keys(pipe);
   const merged: EvalResult = newRecord(pipeKeys.length + n);
+  const byIndex = entries.slice();
+  const ordered: EvaluatedConfig[] = [];
+  let inOrder = schema.keysInOrder;
   for (const key of pipeKeys) {
     const piped = pipe[key]!;
-    const mine = Object.prototype.hasOwnProperty.call(current, key) ? current[key] : undefined;
-    setOwn(merged, key, mine ? pipeWinner(piped, mine) : piped);
+    const p = schema.byName.get(key);
+    const e = p ? (byIndex[p.index] = pipeWinner(piped, entries[p.index]!)) : piped;
+    setOwn(merged, key, e);
+    ordered.push(e);
+    if (inOrder && isArrayIndex(key)) inOrder = false;
   }
-  for (const key of Object.keys(current)) if (!Object.prototype.hasOwnProperty.call(merged, key)) setOwn(merged, key, current[key]!);
-  return merged;
+  for (const e of entries) {
+    if (Object.prototype.hasOwnProperty.call(merged, e.key)) continue;
+    setOwn(merged, e.key, e);
+    ordered.push(e);
+  }
+  return new Evaluated(byIndex, inOrder ? ordered : undefined, merged);
 }
 
 /** The pipe's merge rule for a key both results hold. */
@@ -418,12 +483,12 @@ async function evaluateChecked(
   deps: EngineDeps,
   failures: EvalFailure[],
   budget: OutputBudget,
-): Promise<EvalResult> {
+): Promise<Evaluated> {
   const from = failures.length;
-  const result = evaluateValues(command, stored, pipe, failures);
-  await computeAndValidate(command, result, deps, failures, { only: undefined, required: true }, budget);
+  const evaluated = evaluateValues(command, stored, pipe, failures);
+  await computeAndValidate(command, evaluated, deps, failures, { only: undefined, required: true }, budget);
   sortFailures(failures, from, command.schema);
-  return result;
+  return evaluated;
 }
 
 /** Order a command's failures by the schema's key order (undeclared keys first), stable otherwise. */
@@ -445,13 +510,14 @@ interface ValidateScope {
 /** Steps 6-7: const and validate. Mutates `result` with const values; pushes failures. */
 async function computeAndValidate(
   command: CheckedCommand,
-  result: EvalResult,
+  evaluated: Pick<Evaluated, 'byIndex' | 'result'>,
   deps: EngineDeps,
   failures: EvalFailure[],
   scope: ValidateScope,
   budget: OutputBudget,
 ): Promise<void> {
   const { schema, index } = command;
+  const { byIndex } = evaluated;
   for (const [key, cycle] of schema.constCycles) {
     failures.push({ command: index, key, rule: 'const', message: `\`const\` expressions form a cycle: ${cycle}` });
   }
@@ -462,11 +528,11 @@ async function computeAndValidate(
   let consts = statics.consts;
   const tests: ExpressionJob['tests'] = [];
   const plans = new Map<string, PlannedCheck[]>();
-  for (const p of schema.keys) {
+  for (const p of statics.checks.size ? schema.keys : []) {
     if (!inScope(p)) continue;
     const check = statics.checks.get(p.key);
     if (!check) continue;
-    const e = result[p.key]!;
+    const e = byIndex[p.index]!;
     const present = e.origin !== 'empty' || (p.isConst && !schema.constCycles.has(p.key));
     if (!present) continue;
     tests.push(check.test);
@@ -478,6 +544,7 @@ async function computeAndValidate(
   const failedConsts = new Set<string>();
   if (consts.length || tests.length) {
     if (!deps.expressions) throw new SandboxUnavailableError('this schema uses expressions, but no expression evaluator is configured');
+    const { result } = evaluated;
     const resultKeys = Object.keys(result);
     const configs = newRecord<ConfigView>(resultKeys.length);
     for (const key of resultKeys) setOwn(configs, key, viewOf(result[key]!));
@@ -539,10 +606,10 @@ async function computeAndValidate(
     }
   }
 
-  // Host-side checks: required and enum (no untrusted code involved).
+  // Host-side checks: required and enum (no untrusted code involved). A key with neither has nothing to check.
   for (const p of schema.keys) {
-    if (!inScope(p)) continue;
-    const e = result[p.key]!;
+    if ((!p.required && !p.enumRule) || !inScope(p)) continue;
+    const e = byIndex[p.index]!;
     if (e.origin === 'empty') {
       if (scope.required && p.required) {
         failures.push({ command: index, key: p.key, rule: 'required', message: `key "${p.key}" is required but has no value` });
@@ -662,12 +729,12 @@ export async function upsert(input: UpsertInput): Promise<{ changes: UpsertChang
     store: input.store,
     overrides: Object.fromEntries(keys.filter((k) => assigned[k] !== '').map((k) => [k, assigned[k]])),
   };
-  const result = evaluateValues(command, stored, undefined, failures);
+  const { result } = evaluateValues(command, stored, undefined, failures);
   // A deleted key is empty at this set whatever the ancestors hold.
   for (const k of keys) if (assigned[k] === '') setOwn(result, k, { ...result[k]!, value: '', origin: 'empty' });
   await computeAndValidate(
     command,
-    result,
+    { result, byIndex: schema.keys.map((p) => result[p.key]!) },
     { expressions: input.expressions },
     failures,
     { only: new Set(keys.filter((k) => assigned[k] !== '')), required: false },

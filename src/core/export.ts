@@ -1,20 +1,30 @@
 /** The export: hidden keys left out, every value coerced (coerce.ts). */
-import { coerceValue, declaredTypeOf } from './coerce.js';
+import { coerceValue, declaredTypeOf, isPlainInteger } from './coerce.js';
 import { newRecord, setOwn } from './names.js';
 import { evaluatePipeline, type EngineDeps, type PipelineOptions } from './eval.js';
-import type { EvalCommandInput, EvalResult, ExportedConfigs, JsonValue } from './types.js';
+import type { EvalCommandInput, EvalResult, EvaluatedConfig, ExportedConfigs, JsonValue } from './types.js';
 
-/** Call `each` for every exported key of `result`, in `Object.keys` order: hidden keys left out, values coerced. */
-function eachExported(result: EvalResult, each: (key: string, value: JsonValue) => void): void {
+/**
+ * Call `each` for every exported entry of `result`, in `Object.keys` order, hidden keys left out. The engine gives its
+ * results' entries in that order where it knows it (`PipelineOutcome.ordered`), which spares enumerating the record
+ * and looking each key up again.
+ */
+function eachExported(result: EvalResult, entries: readonly EvaluatedConfig[] | undefined, each: (key: string, e: EvaluatedConfig) => void): void {
+  if (entries) {
+    for (const e of entries) if (e.cfgu.hidden !== true) each(e.key, e);
+    return;
+  }
   for (const key of Object.keys(result)) {
     const e = result[key]!;
-    if (e.cfgu.hidden !== true) each(key, coerceValue(e.value, declaredTypeOf(e.cfgu)));
+    if (e.cfgu.hidden !== true) each(key, e);
   }
 }
 
-export function exportResult(result: EvalResult): ExportedConfigs {
-  const out: ExportedConfigs = newRecord(Object.keys(result).length);
-  eachExported(result, (key, value) => setOwn(out, key, value));
+const exported = (e: EvaluatedConfig): JsonValue => coerceValue(e.value, declaredTypeOf(e.cfgu));
+
+export function exportResult(result: EvalResult, ordered?: readonly EvaluatedConfig[]): ExportedConfigs {
+  const out: ExportedConfigs = newRecord(ordered?.length ?? Object.keys(result).length);
+  eachExported(result, ordered, (key, e) => setOwn(out, key, exported(e)));
   return out;
 }
 
@@ -24,8 +34,8 @@ export async function exportPipeline(
   deps: EngineDeps,
   options?: PipelineOptions,
 ): Promise<{ configs: ExportedConfigs; backupStores: string[] }> {
-  const { result, backupStores } = await evaluatePipeline(commands, deps, options);
-  return { configs: exportResult(result), backupStores };
+  const outcome = await evaluatePipeline(commands, deps, options);
+  return { configs: exportResult(outcome.ordered ? {} : outcome.result, outcome.ordered), backupStores: outcome.backupStores };
 }
 
 /**
@@ -36,13 +46,25 @@ export async function exportPipeline(
  * subset of the result's inserted in that order. A coerced number is finite, and `String` writes a finite number as
  * JSON does.
  */
-export function exportJson(result: EvalResult): { text: string; keys: number } {
+export function exportJson(result: EvalResult, ordered?: readonly EvaluatedConfig[]): { text: string; keys: number } {
   let text = '';
   let keys = 0;
-  eachExported(result, (key, v) => {
-    text += `${keys++ ? ',' : ''}${jsonString(key)}:${typeof v === 'number' ? String(v) : typeof v === 'string' ? jsonString(v) : JSON.stringify(v)}`;
+  eachExported(result, ordered, (key, e) => {
+    text += `${keys++ ? ',' : ''}${jsonString(key)}:${valueJson(e)}`;
   });
   return { text: `{${text}}`, keys };
+}
+
+/**
+ * The JSON text of an entry's exported value. A value stored as a plain integer, of a key that declares no type, is
+ * exported as that number, whose JSON text is the stored text itself (coerce.ts, plainInteger); every other value is
+ * coerced and written.
+ */
+function valueJson(e: EvaluatedConfig): string {
+  const type = declaredTypeOf(e.cfgu);
+  if (type === undefined && isPlainInteger(e.value)) return e.value;
+  const v = coerceValue(e.value, type);
+  return typeof v === 'number' ? String(v) : typeof v === 'string' ? jsonString(v) : JSON.stringify(v);
 }
 
 /** Strings up to this length are checked in JavaScript before quoting; longer ones go to JSON.stringify at once. */
@@ -70,6 +92,7 @@ export async function exportPipelineJson(
   deps: EngineDeps,
   options?: PipelineOptions,
 ): Promise<{ text: string; keys: number; backupStores: string[] }> {
-  const { result, backupStores } = await evaluatePipeline(commands, deps, options);
-  return { ...exportJson(result), backupStores };
+  const outcome = await evaluatePipeline(commands, deps, options);
+  // With `ordered`, the record (`outcome.result`) is not needed and is not made (eval.ts, Evaluated).
+  return { ...exportJson(outcome.ordered ? {} : outcome.result, outcome.ordered), backupStores: outcome.backupStores };
 }

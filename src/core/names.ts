@@ -62,6 +62,23 @@ export function setOwn<T>(target: Record<string, T>, key: string, value: T): voi
 }
 
 /**
+ * Whether a property name is an array index (a canonical decimal integer below 2^32 - 1). JavaScript enumerates such
+ * names first, in numeric order, and every other name in insertion order; a record without one enumerates in the order
+ * its keys were set.
+ */
+export function isArrayIndex(key: string): boolean {
+  const n = key.length;
+  if (n === 0 || n > 10) return false;
+  const first = key.charCodeAt(0);
+  if (first < 48 || first > 57 || (first === 48 && n > 1)) return false;
+  for (let i = 1; i < n; i++) {
+    const c = key.charCodeAt(i);
+    if (c < 48 || c > 57) return false;
+  }
+  return Number(key) < 4294967295;
+}
+
+/**
  * An empty record for keys named by users (a schema's keys, an evaluation's results, an export). For more than 64
  * keys it is an object without a prototype, which V8 keeps as a hash table from the start: a literal `{}` begins in
  * fast mode, where each new key name makes a new hidden class, and is turned into a hash table anyway after about a

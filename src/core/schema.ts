@@ -10,7 +10,7 @@
  */
 import { LRUCache } from 'lru-cache';
 import { InputError, ErrorCodes, type InputIssue } from './errors.js';
-import { truncate } from './names.js';
+import { isArrayIndex, truncate } from './names.js';
 import { declaredTypeOf } from './coerce.js';
 import { CFGU_PROPERTY_NAMES } from './cfgu.js';
 import { analyseTemplate } from './template.js';
@@ -61,6 +61,11 @@ export interface PreparedSchema {
   constCycles: Map<string, string>;
   /** True when any key has a `const`, `test`, `pattern` or `schema` (work for the sandbox). */
   needsSandbox: boolean;
+  /**
+   * True when no key is an array index (names.ts, isArrayIndex): a record of these keys, set in schema order,
+   * enumerates in schema order.
+   */
+  keysInOrder: boolean;
 }
 
 function prepare(keys: Record<string, Cfgu | null>): PreparedSchema {
@@ -110,6 +115,7 @@ function prepare(keys: Record<string, Cfgu | null>): PreparedSchema {
     constOrder: order,
     constCycles: cycles,
     needsSandbox,
+    keysInOrder: !prepared.some((p) => isArrayIndex(p.key)),
   };
 }
 

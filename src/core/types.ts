@@ -53,6 +53,11 @@ export type EvalResult = Record<string, EvaluatedConfig>;
 
 export interface PipelineOutcome {
   result: EvalResult;
+  /**
+   * The result's entries in the order `Object.keys(result)` gives, when the engine knows it (no key is an array
+   * index); the export walks it instead of the record (eval.ts, `Evaluated`).
+   */
+  ordered?: readonly EvaluatedConfig[];
   /** Store names that were answered from their backup during this evaluation. */
   backupStores: string[];
 }

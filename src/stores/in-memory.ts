@@ -2,13 +2,16 @@
  * `in-memory`: configs in process memory. For tests and examples; lost when the process ends. Its change feed is told
  * of each write directly (nothing else can write to it).
  */
-import { indexEntry, lookUp, splitWrites, type SetIndex } from './common.js';
+import { AnswerMemo, indexEntry, splitWrites, type SetIndex } from './common.js';
 import { FeedSink, LocalFeeds, OpenFeeds, setsOf } from './feed.js';
 import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from './types.js';
 
 export class InMemoryConfigStore implements ConfigStore {
   readonly type = 'in-memory';
   private readonly data: SetIndex = new Map();
+  /** Writes to `data` so far: answers remembered from before a write are not used after it. */
+  private writes = 0;
+  private readonly answers = new AnswerMemo();
   private readonly feeds = new LocalFeeds();
   private readonly openFeeds = new OpenFeeds();
 
@@ -17,11 +20,12 @@ export class InMemoryConfigStore implements ConfigStore {
   async init(): Promise<void> {}
 
   async get(queries: readonly ConfigQuery[]): Promise<Config[]> {
-    return lookUp(this.data, queries);
+    return this.answers.answer(this.data, this.writes, queries);
   }
 
   async set(configs: readonly Config[]): Promise<void> {
     const { upserts, deletes } = splitWrites(configs);
+    this.writes++;
     for (const c of deletes) this.data.get(c.set)?.delete(c.key);
     for (const c of upserts) {
       let keys = this.data.get(c.set);

@@ -28,7 +28,7 @@ import { basename, dirname } from 'node:path';
 import { StoreUnavailableError } from '../core/errors.js';
 import { writeFileAtomic } from './atomic-write.js';
 import { FileLock, sweepLeftovers } from './file-lock.js';
-import { indexBySet, lookUp, Mutex, pairKey, reasonOf, splitWrites, type SetIndex } from './common.js';
+import { AnswerMemo, indexBySet, Mutex, pairKey, reasonOf, splitWrites, type SetIndex } from './common.js';
 import { changedSets, DEFAULT_FEED_INTERVAL_MS, FeedSink, OpenFeeds, Poller } from './feed.js';
 import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from './types.js';
 
@@ -113,6 +113,8 @@ export class JsonFileConfigStore implements ConfigStore {
   private dataMap = new Map<string, Config>();
   /** Read index of `data`, rebuilt whenever `data` is replaced (after a parse or a write; never mutated in place). */
   private index: SetIndex = new Map();
+  /** Answers to repeated batches, while `index` is the same object (it is replaced, never changed). */
+  private readonly answers = new AnswerMemo();
   private get data(): Map<string, Config> {
     return this.dataMap;
   }
@@ -159,7 +161,7 @@ export class JsonFileConfigStore implements ConfigStore {
     const pending = this.refresh();
     if (pending) await pending;
     if (this.error) throw this.error;
-    return lookUp(this.index, queries);
+    return this.answers.answer(this.index, 0, queries);
   }
 
   async set(configs: readonly Config[]): Promise<void> {

@@ -12,6 +12,7 @@ import {
   type EvalCommandInput,
   type EvalFailure,
 } from '../../src/core/index.js';
+import { freezeDeep } from '../../src/core/frozen.js';
 import { MemoryStore, MemoryResolver, HostEvaluator } from '../helpers/engine.js';
 
 function fixture() {
@@ -389,4 +390,22 @@ test('a pipe can be given from outside (CLI stdin)', async () => {
   const first = await evaluatePipeline([{ schema: { keys: { A: {} } }, configs: { A: '1' } }], deps);
   const { result } = await evaluatePipeline([{ schema: { keys: { B: { default: 2 } } } }], deps, { pipe: first.result });
   assert.deepEqual(Object.keys(result), ['A', 'B']);
+});
+
+test('one schema object asked for with one set, then another, then the first again: each answer is its own set\'s', async () => {
+  const { deps, main } = fixture();
+  // A deep-frozen schema is prepared once and kept by identity, as the server's body cache hands it out.
+  // Its own key list, so that no other test of this file has prepared it; the root set is asked for first.
+  const schema = freezeDeep({ keys: { HOST: {}, PORT: {}, DEBUG: {}, SET_SWITCH: {} } });
+  const at = async (set: string) => (await exportPipeline([{ store: 'main', set, schema }], deps)).configs;
+  const root = { HOST: 'root.example', PORT: 80, DEBUG: '', SET_SWITCH: '' };
+  const eu = { HOST: 'eu.example', PORT: 80, DEBUG: false, SET_SWITCH: '' };
+  for (let round = 0; round < 2; round++) {
+    assert.deepEqual(await at(''), root);
+    assert.deepEqual(await at('prod/eu'), eu);
+    assert.deepEqual(await at('prod/eu'), eu);
+  }
+  // A write between two requests is seen by the next one.
+  main.data.set('prod/eu\u0000PORT', '8443');
+  assert.deepEqual(await at('prod/eu'), { ...eu, PORT: 8443 });
 });

@@ -1,6 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { exportJson, exportResult, type EvalResult } from '../../src/core/index.js';
+import { evaluatePipeline, exportJson, exportPipeline, exportPipelineJson, exportResult, type EvalResult } from '../../src/core/index.js';
+import { isArrayIndex } from '../../src/core/names.js';
+import { MemoryResolver, MemoryStore } from '../helpers/engine.js';
 
 /** A result as the engine makes it (own properties only; `__proto__` included by defineProperty, as setOwn does). */
 function resultOf(entries: Array<[string, string, Record<string, unknown>?]>, bare = false): EvalResult {
@@ -79,5 +81,45 @@ test('exportJson quotes keys and string values exactly as JSON.stringify does, w
     assert.equal(text, JSON.stringify(exported));
     assert.equal(keys, tricky.length * 2);
     assert.deepEqual(JSON.parse(text), exported);
+  }
+});
+
+test('the answer of a pipeline keeps the key order of its record, with and without array-index keys, piped or not', async () => {
+  const store = new MemoryStore('main', 'json-file', [
+    { set: '', key: 'B', value: 'b' },
+    { set: '', key: '10', value: '10' },
+    { set: '', key: '2', value: 'two' },
+    { set: '', key: 'A', value: '7' },
+    { set: 'prod', key: 'A', value: '8' },
+    { set: '', key: 'Z', value: 'z' },
+  ]);
+  const deps = { stores: new MemoryResolver([store], 'main') };
+  const command = (keys: string[], set = '') => ({ store: 'main', set, schema: { keys: Object.fromEntries(keys.map((k) => [k, k === 'H' ? { hidden: true, default: 'h' } : {}])) } });
+  const pipelines = [
+    [command(['B', 'A', 'Z', 'H'])], // no array index: the answer is written from the entries in schema order
+    [command(['B', '10', 'A', '2', 'Z'])], // array indexes first, in numeric order
+    [command(['Z', 'A']), command(['B', 'A', 'H'], 'prod')], // piped: the first command's keys, then the new ones
+    [command(['Z', '10']), command(['2', 'A', 'B'], 'prod')],
+    [command(['A', 'B']), command(['2', 'Z'])], // an array index only in the second command
+    [command(['Z', '10']), command(['A', 'B'], 'prod')], // an array index only in the piped result
+  ];
+  for (const [i, commands] of pipelines.entries()) {
+    const outcome = await evaluatePipeline(commands, deps);
+    const hasIndex = Object.keys(outcome.result).some((k) => /^(0|[1-9]\d*)$/.test(k));
+    assert.equal(outcome.ordered === undefined, hasIndex, `pipeline ${i}: the entries in order are given exactly when no key is an array index`);
+    if (outcome.ordered) assert.deepEqual(outcome.ordered.map((e) => e.key), Object.keys(outcome.result), `pipeline ${i}`);
+    const { text } = await exportPipelineJson(commands, deps);
+    assert.equal(text, JSON.stringify(exportResult(outcome.result)), `pipeline ${i}`);
+    assert.deepEqual(Object.keys(JSON.parse(text)), Object.keys(outcome.result).filter((k) => k !== 'H'), `pipeline ${i}`);
+    assert.equal(JSON.stringify((await exportPipeline(commands, deps)).configs), text, `pipeline ${i}`);
+  }
+});
+
+test('isArrayIndex names exactly the keys JavaScript enumerates first', () => {
+  const names = ['0', '1', '01', '00', '10', '123', '4294967294', '4294967295', '4294967296', '9999999999', '12345678901', '-1', '1e3', 'a1', '1a', ' 1', ''];
+  for (const name of names) {
+    const record: Record<string, number> = { zz: 0 };
+    record[name] = 1;
+    assert.equal(isArrayIndex(name), Object.keys(record)[0] === name, JSON.stringify(name));
   }
 });

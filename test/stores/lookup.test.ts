@@ -1,7 +1,11 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { indexBySet, lookUp } from '../../src/stores/common.js';
 import { InMemoryConfigStore } from '../../src/stores/in-memory.js';
+import { JsonFileConfigStore } from '../../src/stores/json-file.js';
 
 const configs = [
   { set: '', key: 'A', value: 'root-a' },
@@ -44,4 +48,61 @@ test('lookUp hands out frozen configs that later writes to an in-memory store do
   assert.ok(Object.isFrozen(before));
   assert.equal(after!.value, 'two');
   assert.deepEqual(await store.get([{ set: 's', key: 'K' }, { set: 's', key: 'K' }]), [{ set: 's', key: 'K', value: 'two' }]);
+});
+
+test('a frozen batch is answered from the memo while the store is unchanged, and afresh after every write', async () => {
+  const store = new InMemoryConfigStore();
+  await store.set([
+    { set: '', key: 'A', value: 'root-a' },
+    { set: 'prod', key: 'A', value: 'prod-a' },
+  ]);
+  const batch = Object.freeze([Object.freeze({ set: '', key: 'A' }), Object.freeze({ set: 'prod', key: 'A' }), Object.freeze({ set: 'prod', key: 'B' })]);
+  const first = await store.get(batch);
+  assert.deepEqual(first, [
+    { set: '', key: 'A', value: 'root-a' },
+    { set: 'prod', key: 'A', value: 'prod-a' },
+  ]);
+  // Unchanged store: the same answer object, which no caller can change.
+  assert.equal(await store.get(batch), first);
+  assert.ok(Object.isFrozen(first));
+  // A write (an insert, an update, a delete) is seen by the next read of the same batch.
+  await store.set([{ set: 'prod', key: 'B', value: 'prod-b' }]);
+  const second = await store.get(batch);
+  assert.notEqual(second, first);
+  assert.deepEqual(second.map((c) => c.value), ['root-a', 'prod-a', 'prod-b']);
+  await store.set([{ set: 'prod', key: 'A', value: 'changed' }]);
+  assert.deepEqual((await store.get(batch)).map((c) => c.value), ['root-a', 'changed', 'prod-b']);
+  await store.set([{ set: '', key: 'A', value: '' }]);
+  assert.deepEqual((await store.get(batch)).map((c) => c.value), ['changed', 'prod-b']);
+  // A batch that is not frozen gets a new array on every read, which its caller may change.
+  const open = [{ set: 'prod', key: 'B' }];
+  const a = await store.get(open);
+  const b = await store.get(open);
+  assert.notEqual(a, b);
+  assert.ok(!Object.isFrozen(a));
+  a.push({ set: 'x', key: 'Y', value: 'z' });
+  assert.deepEqual(await store.get(open), [{ set: 'prod', key: 'B', value: 'prod-b' }]);
+});
+
+test('the json-file store answers a frozen batch afresh once the file changed, also when another process rewrote it', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'cfgu-lookup-'));
+  try {
+    const path = join(dir, 'configs.json');
+    writeFileSync(path, JSON.stringify([{ set: '', key: 'A', value: 'one' }]));
+    const store = new JsonFileConfigStore('lookup', { path });
+    await store.init();
+    const batch = Object.freeze([Object.freeze({ set: '', key: 'A' })]);
+    const first = await store.get(batch);
+    assert.deepEqual(first, [{ set: '', key: 'A', value: 'one' }]);
+    assert.equal(await store.get(batch), first);
+    // Rewritten behind the store's back (as Configu's CLI or an editor would), with a longer text.
+    writeFileSync(path, JSON.stringify([{ set: '', key: 'A', value: 'two, longer' }]));
+    assert.deepEqual(await store.get(batch), [{ set: '', key: 'A', value: 'two, longer' }]);
+    // Written through the store.
+    await store.set([{ set: '', key: 'A', value: 'three' }]);
+    assert.deepEqual(await store.get(batch), [{ set: '', key: 'A', value: 'three' }]);
+    await store.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
