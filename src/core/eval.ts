@@ -164,14 +164,7 @@ export async function evaluatePipeline(
   }
   if (failures.length) throw new ValidationError(failures);
   if (!last) return { result: options.pipe ?? {}, backupStores: [...backupStores] };
-  const outcome = last;
-  return {
-    get result() {
-      return outcome.result;
-    },
-    ordered: outcome.ordered,
-    backupStores: [...backupStores],
-  };
+  return new Outcome(last, [...backupStores]);
 }
 
 function checkCommands(commands: readonly EvalCommandInput[], deps: EngineDeps, limits: EngineLimits): CheckedCommand[] {
@@ -307,6 +300,60 @@ class Evaluated {
   }
 }
 
+/**
+ * Step 2's choice for each schema key, by position: the config of the deepest set of the hierarchy holding a non-empty
+ * value, or undefined. A pure function of the schema, the set path and the store's answer; for a frozen answer (the
+ * in-process stores hand out the same frozen answer while their data is unchanged, src/stores/common.ts AnswerMemo)
+ * it is kept with the answer, so a repeated request skips the walk. A network store's answer is new each time and
+ * is walked each time.
+ */
+const winnersByAnswer = new WeakMap<readonly Config[], { schema: PreparedSchema; set: string; winners: ReadonlyArray<Config | undefined> }>();
+
+function storeWinners(schema: PreparedSchema, set: ParsedSet, stored: readonly Config[]): ReadonlyArray<Config | undefined> {
+  const frozen = Object.isFrozen(stored);
+  const known = frozen ? winnersByAnswer.get(stored) : undefined;
+  if (known && known.schema === schema && known.set === set.path) return known.winners;
+  const depth = new Map<string, number>();
+  set.hierarchy.forEach((s, i) => depth.set(s, i));
+  const winners = new Array<Config | undefined>(schema.keys.length);
+  // Depth of the set each key's value came from so far (-1: none yet).
+  const best = new Int32Array(schema.keys.length).fill(-1);
+  for (const c of stored) {
+    if (c.value === '') continue;
+    const p = schema.byName.get(c.key);
+    if (!p || p.isConst || p.isLazy) continue;
+    const d = depth.get(c.set);
+    if (d === undefined) continue;
+    if (best[p.index]! < d) {
+      best[p.index] = d;
+      winners[p.index] = c;
+    }
+  }
+  if (frozen) winnersByAnswer.set(stored, { schema, set: set.path, winners });
+  return winners;
+}
+
+/**
+ * A pipeline's outcome whose record is made only when read (Evaluated). A class, so that the getter holds nothing
+ * but the last command's evaluation: a getter written in evaluatePipeline's object literal kept the whole call's
+ * scope (its reads, budget and failures) alive with the outcome, and the 1,000-key benchmark then ran five times as
+ * many full garbage collections.
+ */
+class Outcome implements PipelineOutcome {
+  readonly ordered: readonly EvaluatedConfig[] | undefined;
+
+  constructor(
+    private readonly last: Evaluated,
+    readonly backupStores: string[],
+  ) {
+    this.ordered = last.ordered;
+  }
+
+  get result(): EvalResult {
+    return this.last.result;
+  }
+}
+
 /** Steps 1-5: empty, store, override, default, pipe. Pure and synchronous. */
 function evaluateValues(
   command: CheckedCommand,
@@ -318,31 +365,14 @@ function evaluateValues(
   const n = schema.keys.length;
   // The entries by the key's position in the schema (PreparedKey.index).
   const entries: EvaluatedConfig[] = new Array<EvaluatedConfig>(n);
-  // 1. empty
+  // 1. empty, 2. store: each key starts empty or with the value its store step chose (storeWinners).
+  const winners = stored.length ? storeWinners(schema, set, stored) : undefined;
   for (let i = 0; i < n; i++) {
     const p = schema.keys[i]!;
-    entries[i] = { key: p.key, value: '', origin: 'empty', cfgu: p.cfgu, set: set.path };
-  }
-  // 2. store: the deepest set of the hierarchy holding a non-empty value wins.
-  if (stored.length) {
-    const depth = new Map<string, number>();
-    set.hierarchy.forEach((s, i) => depth.set(s, i));
-    // Depth of the set each key's value came from so far (-1: none yet).
-    const best = new Int32Array(n).fill(-1);
-    for (const c of stored) {
-      if (c.value === '') continue;
-      const p = schema.byName.get(c.key);
-      if (!p || p.isConst || p.isLazy) continue;
-      const d = depth.get(c.set);
-      if (d === undefined) continue;
-      if (best[p.index]! < d) {
-        best[p.index] = d;
-        const e = entries[p.index]!;
-        e.value = c.value;
-        e.origin = 'store';
-        e.set = c.set;
-      }
-    }
+    const w = winners?.[i];
+    entries[i] = w
+      ? { key: p.key, value: w.value, origin: 'store', cfgu: p.cfgu, set: w.set }
+      : { key: p.key, value: '', origin: 'empty', cfgu: p.cfgu, set: set.path };
   }
   // 3. override
   for (const key of Object.keys(overrides)) {

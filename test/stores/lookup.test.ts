@@ -6,6 +6,8 @@ import { join } from 'node:path';
 import { indexBySet, lookUp } from '../../src/stores/common.js';
 import { InMemoryConfigStore } from '../../src/stores/in-memory.js';
 import { JsonFileConfigStore } from '../../src/stores/json-file.js';
+import { createStoreRegistry } from '../../src/config/index.js';
+import { exportPipeline, freezeDeep, type EvalCommandInput } from '../../src/core/index.js';
 
 const configs = [
   { set: '', key: 'A', value: 'root-a' },
@@ -105,4 +107,38 @@ test('the json-file store answers a frozen batch afresh once the file changed, a
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test('repeated exports of one frozen body through an in-process store: the deepest set wins, and every write is seen', async () => {
+  const registry = createStoreRegistry({
+    file: undefined,
+    stores: [{ name: 'main', type: 'in-memory', configuration: {}, default: true, backup: false }],
+    defaultStore: 'main',
+    backup: '',
+    schemas: {},
+    scripts: {},
+    interface: {},
+  });
+  await registry.init();
+  const store = registry.store('main')!;
+  await store.set([
+    { set: '', key: 'A', value: 'root-a' },
+    { set: 'prod', key: 'A', value: 'prod-a' },
+    { set: '', key: 'B', value: 'root-b' },
+    { set: 'prod/eu', key: 'C', value: 'eu-c' },
+  ]);
+  // The server's body cache hands out one deep-frozen body for a repeated request text.
+  const body = freezeDeep([{ store: 'main', set: 'prod/eu', schema: { keys: { A: {}, B: {}, C: {}, D: { default: 'd' } } } }]);
+  const root = freezeDeep([{ store: 'main', set: '', schema: body[0]!.schema }]);
+  const answer = async (b: typeof body) => (await exportPipeline(b as unknown as EvalCommandInput[], { stores: registry })).configs;
+  for (let round = 0; round < 3; round++) {
+    assert.deepEqual(await answer(body), { A: 'prod-a', B: 'root-b', C: 'eu-c', D: 'd' }, `round ${round}`);
+    assert.deepEqual(await answer(root), { A: 'root-a', B: 'root-b', C: '', D: 'd' }, `round ${round}`);
+  }
+  await store.set([{ set: 'prod/eu', key: 'A', value: 'eu-a' }, { set: '', key: 'B', value: '' }, { set: 'prod', key: 'D', value: 'prod-d' }]);
+  assert.deepEqual(await answer(body), { A: 'eu-a', B: '', C: 'eu-c', D: 'prod-d' });
+  assert.deepEqual(await answer(root), { A: 'root-a', B: '', C: '', D: 'd' });
+  await store.set([{ set: 'prod/eu', key: 'A', value: '' }]);
+  assert.deepEqual(await answer(body), { A: 'prod-a', B: '', C: 'eu-c', D: 'prod-d' });
+  await registry.close();
 });
