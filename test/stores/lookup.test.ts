@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { indexBySet, lookUp } from '../../src/stores/common.js';
 import { InMemoryConfigStore } from '../../src/stores/in-memory.js';
 import { JsonFileConfigStore } from '../../src/stores/json-file.js';
-import { createStoreRegistry } from '../../src/config/index.js';
+import { memoryRegistry } from '../../bench/stores.js';
 import { exportPipeline, freezeDeep, type EvalCommandInput } from '../../src/core/index.js';
 
 const configs = [
@@ -110,23 +110,13 @@ test('the json-file store answers a frozen batch afresh once the file changed, a
 });
 
 test('repeated exports of one frozen body through an in-process store: the deepest set wins, and every write is seen', async () => {
-  const registry = createStoreRegistry({
-    file: undefined,
-    stores: [{ name: 'main', type: 'in-memory', configuration: {}, default: true, backup: false }],
-    defaultStore: 'main',
-    backup: '',
-    schemas: {},
-    scripts: {},
-    interface: {},
-  });
-  await registry.init();
-  const store = registry.store('main')!;
-  await store.set([
+  const registry = await memoryRegistry([
     { set: '', key: 'A', value: 'root-a' },
     { set: 'prod', key: 'A', value: 'prod-a' },
     { set: '', key: 'B', value: 'root-b' },
     { set: 'prod/eu', key: 'C', value: 'eu-c' },
   ]);
+  const store = registry.store('main')!;
   // The server's body cache hands out one deep-frozen body for a repeated request text.
   const body = freezeDeep([{ store: 'main', set: 'prod/eu', schema: { keys: { A: {}, B: {}, C: {}, D: { default: 'd' } } } }]);
   const root = freezeDeep([{ store: 'main', set: '', schema: body[0]!.schema }]);
