@@ -19,7 +19,9 @@ import { dirname, join } from 'node:path';
 import type { Socket } from 'node:net';
 import type { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
+import { LRUCache } from 'lru-cache';
 import { BudgetExceededError, ConfigurationError, SandboxBusyError, SandboxUnavailableError } from '../core/errors.js';
+import { freezeDeep } from '../core/frozen.js';
 import { ExpressionError } from './errors.js';
 import { childRecord, encodeWire, lineFor, StaticRegistry, staticLinesOf, type EncodedJob, type UnknownAnswer } from './job-wire.js';
 import {
@@ -58,6 +60,11 @@ export interface SandboxOptions {
   requestCpuMs?: number;
   /** Sandboxes (isolates or children) that the jobs of one request may kill or make renew. Default 2. */
   requestRestarts?: number;
+  /**
+   * Answers of jobs kept to answer the same job of the same client again without running it (see `answers` in the
+   * pool); 0 keeps none. Default 10000.
+   */
+  answers?: number;
 }
 
 export const DEFAULT_SANDBOX_OPTIONS: Required<SandboxOptions> = {
@@ -69,6 +76,7 @@ export const DEFAULT_SANDBOX_OPTIONS: Required<SandboxOptions> = {
   clientQueueLimit: 100,
   requestCpuMs: 1000,
   requestRestarts: 2,
+  answers: 10_000,
 };
 
 /** The sandbox evaluator: the contract plus start-up and introspection helpers. */
@@ -85,6 +93,8 @@ export interface SandboxEvaluator extends ExpressionEvaluator {
   sparePids(): number[];
   /** Jobs waiting for a child, per client (for tests and diagnostics). */
   queued(): Record<string, number>;
+  /** Jobs answered from kept answers without running (SandboxOptions.answers), since the pool started. */
+  answersGiven(): number;
 }
 
 /** The environment variables of the sandbox options, with their bounds. */
@@ -97,6 +107,7 @@ export const ENV_OPTIONS: Array<[keyof SandboxOptions, string, number, number]> 
   ['clientQueueLimit', 'CONFIGU_EXPRESSION_CLIENT_QUEUE_LIMIT', 1, 1_000_000],
   ['requestCpuMs', 'CONFIGU_EXPRESSION_REQUEST_CPU_MS', 1, 3_600_000],
   ['requestRestarts', 'CONFIGU_EXPRESSION_REQUEST_RESTARTS', 0, 1000],
+  ['answers', 'CONFIGU_EXPRESSION_ANSWERS', 0, 1_000_000],
 ];
 
 /** Read the sandbox options from the environment (`CONFIGU_EXPRESSION_*`, see ENV_OPTIONS). */
@@ -208,6 +219,16 @@ const V8_FATAL = /Fatal JavaScript|FATAL ERROR|Fatal error in/;
 
 const MAX_START_FAILURES = 3;
 
+/** Characters of job text and answers that `answers` keeps at most (about twice that in bytes). */
+const ANSWER_CHARS = 16 * 1024 * 1024;
+
+/** The characters an answer holds (its const values; a kept answer has no failed test). */
+function answerChars(result: ExpressionResult): number {
+  let n = 1;
+  for (const c of result.consts) n += c.key.length + (c.ok ? c.value.length : 0);
+  return n;
+}
+
 /**
  * Virtual-time cost of a sandbox that a job killed or made renew: of the order of what making a new one costs in CPU
  * time (0.4-0.7 s for an isolate or a child, more on a loaded host), rounded up so that a client sending bombs waits.
@@ -226,6 +247,17 @@ class SandboxPool implements SandboxEvaluator {
   private readonly workers = new Set<Worker>();
   /** Static halves of jobs by exact text (job-wire.ts). */
   private readonly registry = new StaticRegistry();
+  /**
+   * Answers of jobs that can be given again: a job whose every const and test passed and that read neither the clock
+   * nor Math.random (sandbox-prelude.ts; the child says so with `pure`). The sealed realm keeps nothing from one job
+   * to the next, so such a job's answer is a function of the job alone. Keyed by the client and the job's exact wire
+   * text (its static half's id, which is never reused for another text, and all of its values), so an answer is only
+   * ever given to the client whose identical job produced it: no client learns, even from timing, what another one
+   * evaluated. Failed jobs, limit outcomes and jobs without a client (CLI, `.configu` rendering) are never kept.
+   */
+  private readonly answers: LRUCache<string, ExpressionResult> | undefined;
+  /** Jobs answered from `answers`. */
+  private given = 0;
   /** Jobs a child answered "unknown id" for, sent again in full (diagnostics, tests). */
   staticResends = 0;
   /** One FIFO queue per client with jobs waiting. */
@@ -258,7 +290,12 @@ class SandboxPool implements SandboxEvaluator {
       // Unset, the request's budget follows the job limit, so that one job at its limit never exhausts it.
       requestCpuMs: int(options.requestCpuMs, options.timeoutMs === undefined ? d.requestCpuMs : 10 * options.timeoutMs, 1),
       requestRestarts: int(options.requestRestarts, d.requestRestarts, 0),
+      answers: int(options.answers, d.answers, 0),
     };
+    this.answers =
+      this.options.answers > 0
+        ? new LRUCache<string, ExpressionResult>({ max: this.options.answers, maxSize: ANSWER_CHARS, sizeCalculation: (result, key) => key.length + answerChars(result) })
+        : undefined;
     const root = packageRoot();
     this.childFile = join(root, 'dist', 'sandbox-child.js');
     this.bundleFile = join(root, 'dist', 'sandbox', 'libraries.js');
@@ -279,13 +316,29 @@ class SandboxPool implements SandboxEvaluator {
     } catch {
       throw new ExpressionError('error', 'the expression context cannot be copied into the sandbox');
     }
+    const key = this.answers && context ? `${context.client}\u0000${wire.head}` : undefined;
+    const known = key === undefined ? undefined : this.answers!.get(key);
+    if (known) {
+      this.given++;
+      return known;
+    }
     // Only consts and tests are read from the request on the host (failure answers).
     const request: SandboxRequest = { t: 'job', job: wire.job as WireJob };
     const response = await this.submit(request, context, wire);
-    if (response.t === 'job') return response.result;
+    if (response.t === 'job') {
+      const { result } = response;
+      if (key !== undefined && response.pure === true && result.tests.length === 0 && result.consts.every((c) => c.ok)) {
+        this.answers!.set(key, freezeDeep(result));
+      }
+      return result;
+    }
     // A request-level failure (malformed job): every item fails with it.
     const failed = failureResponse(request, response.ok ? 'error' : response.kind, response.ok ? 'unexpected answer' : response.message);
     return (failed as { t: 'job'; result: ExpressionResult }).result;
+  }
+
+  answersGiven(): number {
+    return this.given;
   }
 
   async renderTemplate(template: string, context: unknown): Promise<string> {

@@ -85,7 +85,11 @@ export type SandboxRequest =
   | { t: 'trusted'; template: string; variables: Record<string, string> };
 
 export type SandboxResponse =
-  | { t: 'job'; result: ExpressionResult }
+  /**
+   * `pure`: the job read neither the clock nor Math.random (sandbox-prelude.ts), so the same job gives the same answer
+   * again; left out otherwise.
+   */
+  | { t: 'job'; result: ExpressionResult; pure?: true }
   | { t: 'value'; ok: true; value: string | boolean }
   | { t: 'value'; ok: false; kind: ExpressionFailureKind; message: string };
 

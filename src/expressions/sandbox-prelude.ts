@@ -4,7 +4,7 @@
  * stand-in below keeps no listeners once the sandbox is sealed, so it can never carry state from one job to the next.
  */
 
-const state = { sealed: false };
+const state = { sealed: false, clockOrChance: false };
 
 class SandboxEvent {
   readonly type: string;
@@ -30,4 +30,108 @@ if (typeof g.Event !== 'function') g.Event = SandboxEvent;
 /** Called by the runtime when it seals the sandbox. */
 export function sealPrelude(): void {
   state.sealed = true;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Clock and chance: the only inputs of an expression besides its job
+// ---------------------------------------------------------------------------------------------------------------
+// The realm is sealed and keeps nothing from one job to the next, WeakRef, FinalizationRegistry and shared memory are
+// removed, and there are no timers: an expression's outcome is a function of its job, except through the clock
+// (`Date.now()`, `new Date()` and `Date()` without a date, `Intl.DateTimeFormat#format` and `#formatToParts`, which
+// format the current time when given none) and `Math.random()`. These stand-ins note that a job read one of them, and
+// the host keeps the answer of a job only when none was read (src/expressions/index.ts, "answers"). They are installed
+// before any library loads, so lodash (`_.now`, `_.random`, `_.shuffle`, `_.sample`) and the others capture them.
+
+const touch = (): void => {
+  state.clockOrChance = true;
+};
+
+const RealDate = Date;
+const realNow = RealDate.now;
+function SandboxDate(this: unknown, ...args: unknown[]): unknown {
+  if (new.target === undefined) {
+    touch();
+    return RealDate();
+  }
+  if (args.length === 0) touch();
+  return Reflect.construct(RealDate, args, new.target);
+}
+Object.defineProperty(SandboxDate, 'length', { value: RealDate.length });
+Object.defineProperty(SandboxDate, 'name', { value: 'Date' });
+Object.defineProperty(SandboxDate, 'prototype', { value: RealDate.prototype, writable: false, enumerable: false, configurable: false });
+Object.defineProperty(RealDate.prototype, 'constructor', { value: SandboxDate, writable: true, enumerable: false, configurable: true });
+for (const name of ['parse', 'UTC'] as const) {
+  Object.defineProperty(SandboxDate, name, { value: RealDate[name], writable: true, enumerable: false, configurable: true });
+}
+Object.defineProperty(SandboxDate, 'now', {
+  value: function now(): number {
+    touch();
+    return realNow();
+  },
+  writable: true,
+  enumerable: false,
+  configurable: true,
+});
+g.Date = SandboxDate;
+
+const realRandom = Math.random;
+Object.defineProperty(Math, 'random', {
+  value: function random(): number {
+    touch();
+    return realRandom();
+  },
+  writable: true,
+  enumerable: false,
+  configurable: true,
+});
+
+if (typeof Intl === 'object' && typeof Intl.DateTimeFormat === 'function') {
+  const proto = Intl.DateTimeFormat.prototype as unknown as Record<string, unknown>;
+  const format = Object.getOwnPropertyDescriptor(proto, 'format');
+  if (format?.get) {
+    const get = format.get;
+    Object.defineProperty(proto, 'format', {
+      ...format,
+      get(this: unknown) {
+        const bound = get.call(this) as (date?: unknown) => string;
+        return (date?: unknown) => {
+          if (date === undefined) touch();
+          return bound(date);
+        };
+      },
+    });
+  }
+  const formatToParts = proto.formatToParts as ((date?: unknown) => unknown) | undefined;
+  if (typeof formatToParts === 'function') {
+    const stand = {
+      formatToParts(this: unknown, date?: unknown): unknown {
+        if (date === undefined) touch();
+        return formatToParts.call(this, date);
+      },
+    };
+    Object.defineProperty(proto, 'formatToParts', {
+      value: stand.formatToParts,
+      writable: true,
+      enumerable: false,
+      configurable: true,
+    });
+  }
+}
+
+/**
+ * For the runtime: note a read of state that outlives a job. lodash's `_.uniqueId` counts on in a closure across
+ * jobs, so its answer depends on the child's history; the runtime wraps it with this before sealing.
+ */
+export function noteClockOrChance(): void {
+  touch();
+}
+
+/** Called by the runtime before each request: forget what the last one read. */
+export function beginClockWatch(): void {
+  state.clockOrChance = false;
+}
+
+/** Whether the request since beginClockWatch read the clock or Math.random. */
+export function readClockOrChance(): boolean {
+  return state.clockOrChance;
 }

@@ -9,7 +9,7 @@
  * of the contract: no state survives from one job to the next, and no expression can disturb the runtime itself.
  */
 // The prelude first: its stand-ins must exist before the libraries load.
-import { sealPrelude } from './sandbox-prelude.js';
+import { noteClockOrChance, sealPrelude } from './sandbox-prelude.js';
 import _ from 'lodash';
 import validator from 'validator';
 import * as zod from 'zod';
@@ -76,6 +76,12 @@ function seal(warm = 'full'): string {
   for (const name of ['SharedArrayBuffer', 'Atomics', 'WebAssembly', 'FinalizationRegistry', 'WeakRef', '__cfguRuntime']) {
     delete g[name];
   }
+  // `_.uniqueId` counts across jobs: its answer is not a function of the job (sandbox-prelude.ts, kept answers).
+  const uniqueId = _.uniqueId;
+  _.uniqueId = ((prefix?: string) => {
+    noteClockOrChance();
+    return uniqueId(prefix);
+  }) as typeof _.uniqueId;
   const globals: Record<string, unknown> = {
     _,
     validator,

@@ -6,6 +6,7 @@ import type { ConfigView, ConstOutcome, ExpressionFailureKind, TestOutcome } fro
 import { O, JSONparse, JSONstringify, StringCtor } from './intrinsics.js';
 import { Failure, render, testExpression } from './compile.js';
 import { beginJob } from './seal.js';
+import { beginClockWatch, readClockOrChance } from '../sandbox-prelude.js';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Jobs
@@ -121,7 +122,10 @@ export function handle(line: string): string {
     return JSONstringify({ t: 'value', ok: false, kind: 'error', message: 'malformed sandbox request' });
   }
   progress = { request, consts: [], tests: [], testsDone: 0, response: undefined };
-  const text = JSONstringify(dispatch(request));
+  beginClockWatch();
+  const response = dispatch(request);
+  if (response.t === 'job' && !readClockOrChance()) response.pure = true;
+  const text = JSONstringify(response);
   // Kept until the next request: if a late promise job (run by the isolate after this returns) throws or overruns,
   // partial() still answers with the completed result.
   progress.response = text;
