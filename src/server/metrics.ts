@@ -25,6 +25,8 @@ export interface SandboxState {
   sparePids(): number[];
   queued(): Record<string, number>;
   replacements(): { renewals: number; spawns: number };
+  /** Jobs answered from kept answers (src/expressions, SandboxOptions.answers). */
+  answersGiven?(): number;
   readonly options: { workers: number; spares: number };
 }
 
@@ -227,6 +229,13 @@ export class ServerMetrics {
           set({ kind: 'process' }, Math.max(0, spawns - initial));
           set({ kind: 'isolate' }, renewals);
         },
+      );
+      readCounter(
+        this.registry,
+        'cfgu_sandbox_answers_kept_total',
+        'Sandbox jobs answered from kept answers, without running (the same job of the same client, which read no clock or chance)',
+        [],
+        (set) => set({}, sandbox.answersGiven?.() ?? 0),
       );
     }
     if (bodyCache) {

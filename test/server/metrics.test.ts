@@ -114,6 +114,7 @@ describe('GET /metrics: what it counts', () => {
     assert.equal(sample(text, 'cfgu_sandbox_children{state="active"}'), 1);
     assert.equal(sample(text, 'cfgu_sandbox_jobs_queued'), 0);
     assert.equal(sample(text, 'cfgu_sandbox_restarts_total{kind="process"}'), 0);
+    assert.equal(sample(text, 'cfgu_sandbox_answers_kept_total'), 2, 'the same job of the same client, twice more');
     assert.equal(sample(text, 'cfgu_sandbox_limit_kills_total{limit="time"}'), 0);
     assert.equal(sample(text, 'cfgu_store_operations_total{store="main",operation="read",outcome="ok"}'), 4);
     assert.equal(sample(text, 'cfgu_store_operations_total{store="broken",operation="read",outcome="error"}'), 1);
