@@ -60,30 +60,28 @@ Object.defineProperty(SandboxDate, 'length', { value: RealDate.length });
 Object.defineProperty(SandboxDate, 'name', { value: 'Date' });
 Object.defineProperty(SandboxDate, 'prototype', { value: RealDate.prototype, writable: false, enumerable: false, configurable: false });
 Object.defineProperty(RealDate.prototype, 'constructor', { value: SandboxDate, writable: true, enumerable: false, configurable: true });
-for (const name of ['parse', 'UTC'] as const) {
-  Object.defineProperty(SandboxDate, name, { value: RealDate[name], writable: true, enumerable: false, configurable: true });
-}
-Object.defineProperty(SandboxDate, 'now', {
-  value: function now(): number {
+/** A method like the built-ins' own (not enumerable, writable, configurable until the seal freezes it). */
+const method = (holder: object, name: string, value: unknown): void => {
+  Object.defineProperty(holder, name, { value, writable: true, enumerable: false, configurable: true });
+};
+method(SandboxDate, 'parse', RealDate.parse);
+method(SandboxDate, 'UTC', RealDate.UTC);
+// Object literals give the stand-ins the originals' names (`Date.now.name === 'now'`).
+method(SandboxDate, 'now', {
+  now(): number {
     touch();
     return realNow();
   },
-  writable: true,
-  enumerable: false,
-  configurable: true,
-});
+}.now);
 g.Date = SandboxDate;
 
 const realRandom = Math.random;
-Object.defineProperty(Math, 'random', {
-  value: function random(): number {
+method(Math, 'random', {
+  random(): number {
     touch();
     return realRandom();
   },
-  writable: true,
-  enumerable: false,
-  configurable: true,
-});
+}.random);
 
 if (typeof Intl === 'object' && typeof Intl.DateTimeFormat === 'function') {
   const proto = Intl.DateTimeFormat.prototype as unknown as Record<string, unknown>;
@@ -103,18 +101,12 @@ if (typeof Intl === 'object' && typeof Intl.DateTimeFormat === 'function') {
   }
   const formatToParts = proto.formatToParts as ((date?: unknown) => unknown) | undefined;
   if (typeof formatToParts === 'function') {
-    const stand = {
+    method(proto, 'formatToParts', {
       formatToParts(this: unknown, date?: unknown): unknown {
         if (date === undefined) touch();
         return formatToParts.call(this, date);
       },
-    };
-    Object.defineProperty(proto, 'formatToParts', {
-      value: stand.formatToParts,
-      writable: true,
-      enumerable: false,
-      configurable: true,
-    });
+    }.formatToParts);
   }
 }
 

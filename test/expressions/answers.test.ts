@@ -77,10 +77,11 @@ describe('kept answers', () => {
     const template =
       '{{ [new Date(0).toISOString(), Date.UTC(2020, 0, 1), Date.parse("2020-01-01T00:00:00Z"), new Date(0) instanceof Date, ' +
       'new Date(0).constructor === Date, Object.prototype.toString.call(new Date(0)), Date.name, Date.length, ' +
-      'Object.getPrototypeOf(new Date(0)) === Date.prototype, new Intl.DateTimeFormat("en", { timeZone: "UTC" }).format(new Date(0))].join("|") }}';
+      'Object.getPrototypeOf(new Date(0)) === Date.prototype, new Intl.DateTimeFormat("en", { timeZone: "UTC" }).format(new Date(0)), ' +
+      'Date.now.name, Math.random.name, Object.keys(Date).length, Object.keys(Math).length].join("|") }}';
     const { kept, first } = await twice(constJob(template));
     assert.deepEqual(first.consts, [
-      { key: 'C', ok: true, value: '1970-01-01T00:00:00.000Z|1577836800000|1577836800000|true|true|[object Date]|Date|7|true|1/1/1970' },
+      { key: 'C', ok: true, value: '1970-01-01T00:00:00.000Z|1577836800000|1577836800000|true|true|[object Date]|Date|7|true|1/1/1970|now|random|0|0' },
     ]);
     assert.equal(kept, 1);
   });
