@@ -337,20 +337,21 @@ function storeWinners(schema: PreparedSchema, set: ParsedSet, stored: readonly C
  * A pipeline's outcome whose record is made only when read (Evaluated). A class, so that the getter holds nothing
  * but the last command's evaluation: a getter written in evaluatePipeline's object literal kept the whole call's
  * scope (its reads, budget and failures) alive with the outcome, and the 1,000-key benchmark then ran five times as
- * many full garbage collections. `result` is a getter of the class: callers read it (none spreads an outcome).
+ * many full garbage collections. `result` and `ordered` are getters of the class: callers read them (none spreads an
+ * outcome).
  */
 class Outcome implements PipelineOutcome {
-  readonly ordered: readonly EvaluatedConfig[] | undefined;
-
   constructor(
     private readonly last: Evaluated,
     readonly backupStores: string[],
-  ) {
-    this.ordered = last.ordered;
-  }
+  ) {}
 
   get result(): EvalResult {
     return this.last.result;
+  }
+
+  get ordered(): readonly EvaluatedConfig[] | undefined {
+    return this.last.ordered;
   }
 }
 

@@ -2,30 +2,37 @@
 import { coerceValue, declaredTypeOf, isPlainInteger } from './coerce.js';
 import { newRecord, setOwn } from './names.js';
 import { evaluatePipeline, type EngineDeps, type PipelineOptions } from './eval.js';
-import type { EvalCommandInput, EvalResult, EvaluatedConfig, ExportedConfigs, JsonValue } from './types.js';
+import type { EvalCommandInput, EvalResult, EvaluatedConfig, ExportedConfigs, PipelineOutcome } from './types.js';
+
+/** What an export reads: a result, with its entries in order when the engine knows them (`PipelineOutcome`). */
+type Exportable = Pick<PipelineOutcome, 'result' | 'ordered'>;
 
 /**
- * Call `each` for every exported entry of `result`, in `Object.keys` order, hidden keys left out. The engine gives its
- * results' entries in that order where it knows it (`PipelineOutcome.ordered`), which spares enumerating the record
- * and looking each key up again.
+ * Call `each` for every exported entry, in `Object.keys(result)` order, hidden keys left out. With `ordered` (the
+ * engine's entries in that order) the record is not read at all: for a command without a pipe it is then never made
+ * (eval.ts, Evaluated), and nothing enumerates it or looks each key up again.
  */
-function eachExported(result: EvalResult, entries: readonly EvaluatedConfig[] | undefined, each: (key: string, e: EvaluatedConfig) => void): void {
+function eachExported(from: Exportable, each: (key: string, e: EvaluatedConfig) => void): void {
+  const entries = from.ordered;
   if (entries) {
     for (const e of entries) if (e.cfgu.hidden !== true) each(e.key, e);
     return;
   }
+  const result = from.result;
   for (const key of Object.keys(result)) {
     const e = result[key]!;
     if (e.cfgu.hidden !== true) each(key, e);
   }
 }
 
-const exported = (e: EvaluatedConfig): JsonValue => coerceValue(e.value, declaredTypeOf(e.cfgu));
-
-export function exportResult(result: EvalResult, ordered?: readonly EvaluatedConfig[]): ExportedConfigs {
-  const out: ExportedConfigs = newRecord(ordered?.length ?? Object.keys(result).length);
-  eachExported(result, ordered, (key, e) => setOwn(out, key, exported(e)));
+function exportedConfigs(from: Exportable): ExportedConfigs {
+  const out: ExportedConfigs = newRecord(from.ordered?.length ?? Object.keys(from.result).length);
+  eachExported(from, (key, e) => setOwn(out, key, coerceValue(e.value, declaredTypeOf(e.cfgu))));
   return out;
+}
+
+export function exportResult(result: EvalResult): ExportedConfigs {
+  return exportedConfigs({ result });
 }
 
 /** Evaluate a pipeline and export its last result: what `POST /export` answers. */
@@ -35,7 +42,7 @@ export async function exportPipeline(
   options?: PipelineOptions,
 ): Promise<{ configs: ExportedConfigs; backupStores: string[] }> {
   const outcome = await evaluatePipeline(commands, deps, options);
-  return { configs: exportResult(outcome.ordered ? {} : outcome.result, outcome.ordered), backupStores: outcome.backupStores };
+  return { configs: exportedConfigs(outcome), backupStores: outcome.backupStores };
 }
 
 /**
@@ -46,10 +53,14 @@ export async function exportPipeline(
  * subset of the result's inserted in that order. A coerced number is finite, and `String` writes a finite number as
  * JSON does.
  */
-export function exportJson(result: EvalResult, ordered?: readonly EvaluatedConfig[]): { text: string; keys: number } {
+export function exportJson(result: EvalResult): { text: string; keys: number } {
+  return exportedText({ result });
+}
+
+function exportedText(from: Exportable): { text: string; keys: number } {
   let text = '';
   let keys = 0;
-  eachExported(result, ordered, (key, e) => {
+  eachExported(from, (key, e) => {
     text += `${keys++ ? ',' : ''}${jsonString(key)}:${valueJson(e)}`;
   });
   return { text: `{${text}}`, keys };
@@ -93,6 +104,5 @@ export async function exportPipelineJson(
   options?: PipelineOptions,
 ): Promise<{ text: string; keys: number; backupStores: string[] }> {
   const outcome = await evaluatePipeline(commands, deps, options);
-  // With `ordered`, the record (`outcome.result`) is not needed and is not made (eval.ts, Evaluated).
-  return { ...exportJson(outcome.ordered ? {} : outcome.result, outcome.ordered), backupStores: outcome.backupStores };
+  return { ...exportedText(outcome), backupStores: outcome.backupStores };
 }

@@ -249,8 +249,8 @@ class SandboxPool implements SandboxEvaluator {
   private readonly registry = new StaticRegistry();
   /**
    * Answers of jobs that can be given again: a job whose every const and test passed and that read neither the clock,
-   * Math.random nor `_.uniqueId` (sandbox-prelude.ts; the child says so with `pure`). The sealed realm keeps nothing from one job
-   * to the next, so such a job's answer is a function of the job alone. Keyed by the client and the job's exact wire
+   * Math.random nor `_.uniqueId` (sandbox-prelude.ts; the child says so with `pure`). The sealed realm keeps nothing
+   * else from one job to the next, so such a job's answer is a function of the job alone. Keyed by the client and the job's exact wire
    * text (its static half's id, which is never reused for another text, and all of its values), so an answer is only
    * ever given to the client whose identical job produced it: no client learns, even from timing, what another one
    * evaluated. Failed jobs, limit outcomes and jobs without a client (CLI, `.configu` rendering) are never kept.

@@ -86,8 +86,8 @@ export type SandboxRequest =
 
 export type SandboxResponse =
   /**
-   * `pure`: the job read neither the clock nor Math.random (sandbox-prelude.ts), so the same job gives the same answer
-   * again; left out otherwise.
+   * `pure`: the job read neither the clock, Math.random nor `_.uniqueId` (sandbox-prelude.ts), so the same job gives
+   * the same answer again; left out otherwise.
    */
   | { t: 'job'; result: ExpressionResult; pure?: true }
   | { t: 'value'; ok: true; value: string | boolean }

@@ -38,9 +38,10 @@ export function sealPrelude(): void {
 // The realm is sealed and keeps nothing from one job to the next, WeakRef, FinalizationRegistry and shared memory are
 // removed, and there are no timers: an expression's outcome is a function of its job, except through the clock
 // (`Date.now()`, `new Date()` and `Date()` without a date, `Intl.DateTimeFormat#format` and `#formatToParts`, which
-// format the current time when given none) and `Math.random()`. These stand-ins note that a job read one of them, and
-// the host keeps the answer of a job only when none was read (src/expressions/index.ts, "answers"). They are installed
-// before any library loads, so lodash (`_.now`, `_.random`, `_.shuffle`, `_.sample`) and the others capture them.
+// format the current time when given none), `Math.random()`, and lodash's `_.uniqueId` counter (wrapped by the
+// runtime, noteClockOrChance). These stand-ins note that a job read one of them, and the host keeps the answer of a job
+// only when none was read (src/expressions/index.ts, "answers"). They are installed before any library loads, so
+// lodash (`_.now`, `_.random`, `_.shuffle`, `_.sample`) and the others capture them.
 
 const touch = (): void => {
   state.clockOrChance = true;
@@ -123,7 +124,7 @@ export function beginClockWatch(): void {
   state.clockOrChance = false;
 }
 
-/** Whether the request since beginClockWatch read the clock or Math.random. */
+/** Whether the request since beginClockWatch read the clock, Math.random or `_.uniqueId`. */
 export function readClockOrChance(): boolean {
   return state.clockOrChance;
 }

@@ -77,8 +77,9 @@ let lookUps = 0;
 /**
  * Answer a batch from an in-process index (exact lookups, so no filtering is needed): the non-empty configs, each
  * once (duplicate queries answered once). They are the index's own frozen configs, not copies: a write replaces an
- * entry (in-memory) or the whole index (json-file), never a config, so an answer stays as it was. Queries come grouped by set (the engine asks for every key of
- * one set, then the next), so the set's map is looked up once per run of queries for that set.
+ * entry (in-memory) or the whole index (json-file), never a config, so an answer stays as it was. Queries come grouped
+ * by set (the engine asks for every key of one set, then the next), so the set's map is looked up once per run of
+ * queries for that set.
  *
  * A repeated query is recognised by the entry's `answeredBy`: this call's number once the entry is in the answer. The
  * call runs to its end without yielding, so no other call can mark an entry in between. That costs one field write

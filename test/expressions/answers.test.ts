@@ -18,10 +18,10 @@ after(() => ev.close());
 
 /** Run a job twice for one client; how many of the two runs were answered from kept answers, and both results. */
 async function twice(job: ExpressionJob, client = 'alice') {
-  const before = ev.answersGiven();
+  const given = ev.answersGiven();
   const first = await ev.run(job, ctx(client));
   const second = await ev.run(job, ctx(client));
-  return { kept: ev.answersGiven() - before, first, second };
+  return { kept: ev.answersGiven() - given, first, second };
 }
 
 describe('kept answers', () => {
@@ -31,18 +31,18 @@ describe('kept answers', () => {
     assert.deepEqual(second, first);
     assert.deepEqual(first.consts, [{ key: 'C', ok: true, value: 'db.example.com:8080-kept-1' }]);
     // The same job for another client runs again: no client is answered from another's jobs.
-    const before = ev.answersGiven();
+    const given = ev.answersGiven();
     assert.deepEqual(await ev.run(constJob('{{ $.configs.HOST.value }}:{{ $.configs.PORT.value }}-kept-1'), ctx('bob')), first);
-    assert.equal(ev.answersGiven(), before);
+    assert.equal(ev.answersGiven(), given);
   });
 
   it('another value is another job', async () => {
     const job = constJob('{{ $.configs.PORT.value + 1 }}');
     await ev.run(job, ctx('alice'));
-    const before = ev.answersGiven();
+    const given = ev.answersGiven();
     const changed = { ...job, configs: { ...CONFIGS, PORT: { ...CONFIGS.PORT!, storedValue: '9090', value: 9090 } } };
     assert.deepEqual((await ev.run(changed, ctx('alice'))).consts, [{ key: 'C', ok: true, value: '9091' }]);
-    assert.equal(ev.answersGiven(), before);
+    assert.equal(ev.answersGiven(), given);
   });
 
   for (const [what, template] of [
@@ -87,11 +87,11 @@ describe('kept answers', () => {
   });
 
   it('without a client (the CLI, .configu rendering) nothing is kept', async () => {
-    const before = ev.answersGiven();
+    const given = ev.answersGiven();
     const job = constJob('{{ $.configs.HOST.value }}-no-client');
     await ev.run(job);
     await ev.run(job);
-    assert.equal(ev.answersGiven(), before);
+    assert.equal(ev.answersGiven(), given);
   });
 
   it('answers: 0 keeps none', async () => {
