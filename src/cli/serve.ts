@@ -126,8 +126,9 @@ export async function serveCommand(argv: string[], io: CommandIO = processIO()):
   }
   const r = running;
   // In a cluster, Ctrl-C reaches every process; the primary also forwards SIGTERM. Both paths are idempotent.
-  process.once('SIGTERM', () => void r.shutdown('SIGTERM'));
-  process.once('SIGINT', () => void r.shutdown('SIGINT'));
+  // Both stay installed: a SIGINT during the drain that follows SIGTERM ends the drain (docs/server.md, Shutdown).
+  process.on('SIGTERM', () => void r.shutdown('SIGTERM'));
+  process.on('SIGINT', () => void r.shutdown('SIGINT'));
   // A worker whose primary is gone (killed) shuts itself down instead of living on as an orphan.
   if (isWorker) process.once('disconnect', () => void r.shutdown('primary gone'));
   process.on('unhandledRejection', (reason) => {

@@ -83,19 +83,25 @@ export async function runPrimary(settings: ServerSettings, log: Logger): Promise
     };
 
     const stopAll = (reason: string, code: number) => {
-      if (stopping) return;
+      if (stopping) {
+        // A Ctrl-C during the workers' drain ends it: passed on, each worker stops draining.
+        if (reason === 'SIGINT') for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGINT');
+        return;
+      }
       stopping = true;
       exitCode = code;
       for (const t of pendingRespawns) clearTimeout(t);
       pendingRespawns.clear();
       log.info({ reason }, 'shutting down: stopping workers');
-      for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGTERM');
+      // Each worker drains after SIGTERM (docs/server.md); a Ctrl-C, or a failed start-up, stops them without a drain.
+      const signal = reason === 'SIGTERM' ? 'SIGTERM' : 'SIGINT';
+      for (const w of Object.values(cluster.workers ?? {})) w?.process.kill(signal);
       const hard = setTimeout(() => {
         for (const w of Object.values(cluster.workers ?? {})) {
           log.warn({ worker: w?.process.pid }, 'worker still running after the grace period: killing it');
           w?.process.kill('SIGKILL');
         }
-      }, graceMs + 3000);
+      }, graceMs + (reason === 'SIGTERM' ? settings.shutdown.drainSeconds * 1000 : 0) + 3000);
       hard.unref();
       finishIfDone();
     };
@@ -176,8 +182,8 @@ export async function runPrimary(settings: ServerSettings, log: Logger): Promise
       );
     });
 
-    process.once('SIGTERM', () => stopAll('SIGTERM', 0));
-    process.once('SIGINT', () => stopAll('SIGINT', 0));
+    process.on('SIGTERM', () => stopAll('SIGTERM', 0));
+    process.on('SIGINT', () => stopAll('SIGINT', 0));
     // Request lines on/off (logger.ts): every worker switches its own; workers forked later start with the new state.
     process.on('SIGUSR2', () => {
       requestLines = !requestLines;

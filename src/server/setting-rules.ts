@@ -52,7 +52,7 @@ export const PROXY_SETTINGS = strict({
   limits: section(
     leaves('bodyBytes', 'commands', 'keys', 'setDepth', 'lookups', 'templateBytes', 'templateExpressions', 'valueBytes', 'outputBytes'),
   ),
-  shutdown: section(leaves('gracePeriodSeconds')),
+  shutdown: section(leaves('gracePeriodSeconds', 'drainSeconds')),
   workers: value,
   watch: section(leaves('maxWatchers', 'maxWaitSeconds', 'heartbeatMs', 'debounceMs', 'pollMs')),
 });

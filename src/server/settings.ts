@@ -78,8 +78,13 @@ export interface ServerSettings {
     keys: number;
   } & EngineLimits;
   shutdown: {
-    /** Longest time between SIGTERM/SIGINT and exit. */
+    /** Longest time between the end of the drain and exit. */
     gracePeriodSeconds: number;
+    /**
+     * After SIGTERM: how long the server keeps listening and serving, not ready, before it stops accepting connections
+     * (load balancers take a few seconds to stop routing to a replica that turned unready). SIGINT skips it.
+     */
+    drainSeconds: number;
   };
   /** Processes serving the port (node:cluster); 1 runs in-process. */
   workers: number;
@@ -119,7 +124,7 @@ export const DEFAULT_SETTINGS: Readonly<ServerSettings> = Object.freeze({
   metrics: { enabled: true, key: undefined },
   docs: { enabled: true, public: false },
   limits: { bodyBytes: 1024 * 1024, commands: 50, keys: 10_000, ...DEFAULT_ENGINE_LIMITS },
-  shutdown: { gracePeriodSeconds: 10 },
+  shutdown: { gracePeriodSeconds: 10, drainSeconds: 5 },
   workers: 0, // 0 = os.availableParallelism(), filled in by resolveSettings
   watch: { maxWatchers: 10_000, maxWaitSeconds: 300, heartbeatMs: 15_000, debounceMs: 20, pollMs: 5000 },
 }) as ServerSettings;
@@ -180,6 +185,7 @@ const ENV = {
   valueBytes: 'CONFIGU_LIMIT_VALUE_BYTES',
   outputBytes: 'CONFIGU_LIMIT_OUTPUT_BYTES',
   grace: 'CONFIGU_SHUTDOWN_GRACE_SECONDS',
+  drain: 'CONFIGU_SHUTDOWN_DRAIN_SECONDS',
   workers: 'CONFIGU_WORKERS',
   maxWatchers: 'CONFIGU_WATCH_MAX_WATCHERS',
   maxWaitSeconds: 'CONFIGU_WATCH_MAX_WAIT_SECONDS',
@@ -419,6 +425,7 @@ export function resolveSettings(input: ResolveSettingsInput = {}): ServerSetting
     outputBytes: limit('outputBytes', 1024 * 1024 * 1024),
   };
   const gracePeriodSeconds = read(undefined, ENV.grace, ['shutdown', 'gracePeriodSeconds'], (r, s) => toInteger(r, s, 0, 3600), d.shutdown.gracePeriodSeconds);
+  const drainSeconds = read(undefined, ENV.drain, ['shutdown', 'drainSeconds'], (r, s) => toInteger(r, s, 0, 3600), d.shutdown.drainSeconds);
   const workers = read('workers', ENV.workers, ['workers'], (r, s) => toInteger(r, s, 1, 1024), availableParallelism());
   const watchSetting = (name: keyof WatchSettings, min: number, max: number) =>
     read(undefined, ENV[name], ['watch', name], (r, s) => toInteger(r, s, min, max), d.watch[name]);
@@ -439,7 +446,7 @@ export function resolveSettings(input: ResolveSettingsInput = {}): ServerSetting
     metrics: { enabled: metricsEnabled, key: metricsKey },
     docs: { enabled: docsEnabled, public: docsPublic },
     limits: { bodyBytes, commands, keys, ...engineLimits },
-    shutdown: { gracePeriodSeconds },
+    shutdown: { gracePeriodSeconds, drainSeconds },
     workers,
     watch,
   };

@@ -5,8 +5,8 @@
  * Start-up:  load .configu (fatal on error) -> settings (fatal on error) -> build app -> listen (fatal on error)
  *            -> stores init (a store without a backup is retried with backoff until it answers once; /ready stays
  *            503 meanwhile) -> ready. Readiness never goes back for a store outage after that (docs/server.md).
- * Shutdown:  /ready 503 at once -> keep serving until no request is in flight (at most half the grace period, 5 s
- *            at most) -> stop listening, close idle keep-alive connections, let in-flight requests finish -> close
+ * Shutdown:  /ready 503 at once -> after SIGTERM, keep listening and serving for the drain period (not after SIGINT)
+ *            -> keep serving until no request is in flight (at most half the grace period, 5 s at most) -> stop listening, close idle keep-alive connections, let in-flight requests finish -> close
  *            stores and the sandbox -> exit 0. When the grace period runs out, remaining connections are cut and
  *            the process exits anyway.
  */
@@ -179,19 +179,43 @@ export async function startServer(prepared: Prepared, hooks: StartHooks = {}, lo
   const done = new Promise<number>((r) => (resolveDone = r));
   let shuttingDown: Promise<number> | undefined;
 
+  let endDrain: (() => void) | undefined;
   const shutdown = (reason: string, exitCode = 0): Promise<number> => {
-    if (shuttingDown) return shuttingDown;
+    if (shuttingDown) {
+      // A Ctrl-C (or any later stop) during the drain ends the drain now; the rest of the shutdown is unchanged.
+      if (reason !== 'SIGTERM') endDrain?.();
+      return shuttingDown;
+    }
     lifecycle.beginShutdown();
     const graceMs = settings.shutdown.gracePeriodSeconds * 1000;
-    log.info({ reason, inflight: lifecycle.inflight, graceSeconds: settings.shutdown.gracePeriodSeconds }, 'shutting down: not ready');
+    // SIGTERM (an orchestrator, a load balancer's host) drains: the server keeps listening and serving, not ready, for
+    // drainSeconds, so traffic routed to it before the balancer noticed is still answered. SIGINT (a terminal's
+    // Ctrl-C) and fatal paths stop at once.
+    const drainMs = reason === 'SIGTERM' ? settings.shutdown.drainSeconds * 1000 : 0;
+    log.info(
+      { reason, inflight: lifecycle.inflight, drainSeconds: drainMs / 1000, graceSeconds: settings.shutdown.gracePeriodSeconds },
+      'shutting down: not ready',
+    );
     let forced = false;
-    const deadline = setTimeout(() => {
-      forced = true;
-      log.warn({ inflight: lifecycle.inflight }, 'grace period over: closing the remaining connections');
-      app.server.closeAllConnections?.();
-    }, graceMs);
-    deadline.unref();
+    let deadline: NodeJS.Timeout | undefined;
     shuttingDown = (async () => {
+      if (drainMs > 0) {
+        await new Promise<void>((resolve) => {
+          const timer = setTimeout(resolve, drainMs);
+          endDrain = () => {
+            clearTimeout(timer);
+            resolve();
+          };
+        });
+        endDrain = undefined;
+        log.info({ inflight: lifecycle.inflight }, 'drain over: no longer accepting connections');
+      }
+      deadline = setTimeout(() => {
+        forced = true;
+        log.warn({ inflight: lifecycle.inflight }, 'grace period over: closing the remaining connections');
+        app.server.closeAllConnections?.();
+      }, graceMs);
+      deadline.unref();
       // Keep answering (with `Connection: close`) until nothing is in flight, so /ready reports 503 to whoever asks.
       await lifecycle.whenIdle(Math.min(graceMs / 2, 5000));
       await Promise.race([app.close(), sleep(graceMs + 1000)]);

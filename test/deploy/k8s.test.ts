@@ -112,10 +112,12 @@ test('the probe paths answer 200 on a ready cfgu server', async () => {
   }
 });
 
-test('termination grace leaves room for preStop and cfgu\'s own grace; the command is a cfgu sub-command', () => {
-  const sleep = Number(container.lifecycle.preStop.exec.command[1]);
+test('termination grace leaves room for cfgu\'s drain and grace (no preStop needed); the command is a cfgu sub-command', () => {
+  assert.equal(container.lifecycle, undefined, 'cfgu drains by itself after SIGTERM: no preStop pause');
+  const drain = Number(literal.CONFIGU_SHUTDOWN_DRAIN_SECONDS);
   const grace = Number(literal.CONFIGU_SHUTDOWN_GRACE_SECONDS);
-  assert.ok(pod.terminationGracePeriodSeconds > sleep + grace, `${pod.terminationGracePeriodSeconds} > ${sleep} + ${grace}`);
+  assert.ok(drain >= 5, 'the drain covers the endpoint removal');
+  assert.ok(pod.terminationGracePeriodSeconds > drain + grace, `${pod.terminationGracePeriodSeconds} > ${drain} + ${grace}`);
   assert.ok(container.args[0] in commands, container.args[0]);
   assert.equal(pod.securityContext.runAsUser, 65532);
 });

@@ -78,7 +78,7 @@ export async function startServer(options: { workers?: number; env?: Record<stri
   const port = await freePort();
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('CONFIGU_')) env[k] = v;
-  Object.assign(env, { CONFIGU_LOG_ENABLED: 'false' }, options.env ?? {});
+  Object.assign(env, { CONFIGU_LOG_ENABLED: 'false', CONFIGU_SHUTDOWN_DRAIN_SECONDS: '0' }, options.env ?? {});
   const args = [join(ROOT, 'bin', 'cfgu.js'), 'serve', '--config', join(dir, '.configu'), '--port', String(port), '--host', '127.0.0.1', '--workers', String(options.workers ?? 1)];
   const child = spawn(process.execPath, args, { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';

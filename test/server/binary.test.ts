@@ -241,6 +241,47 @@ describe('readiness and shutdown', () => {
     await assert.rejects(call(`http://127.0.0.1:${port}/live`), 'no longer listening');
   });
 
+  // Issue 31: a load balancer keeps routing to a replica for a moment after it turns unready. During the drain every
+  // request on a new connection is answered; a later SIGINT ends the drain (the drain is long, so only the SIGINT
+  // can end this test: without it the test would hang on its exit guard).
+  for (const workers of ['1', '2']) {
+    test(`SIGTERM drains (--workers ${workers}): new connections are served 200 with Connection: close, /ready 503; SIGINT ends the drain`, async () => {
+      const { file } = project({}, [{ set: '', key: 'GREETING', value: 'hello' }]);
+      const { p, port } = await serveOnFreePort(['--config', file, '--workers', workers], { CONFIGU_SHUTDOWN_DRAIN_SECONDS: '600' });
+      // Every process ready (the primary says so once all workers are), so each has its signal handlers.
+      await p.waitForLog('ready', (l) => workers === '1' || l.workers === 2);
+      p.child.kill('SIGTERM');
+      const drainLines = () => p.logs().filter((l) => l.msg === 'shutting down: not ready' && l.drainSeconds === 600);
+      await waitFor('every process drains', () => drainLines().length === Number(workers));
+      const ready = await call(`http://127.0.0.1:${port}/ready`);
+      assert.equal(ready.status, 503, '/ready is 503 during the drain');
+      assert.equal(ready.body, '');
+      for (let i = 0; i < 20; i++) {
+        // A new connection each time (call() uses no keep-alive agent), as a balancer's next client would open.
+        const r = await postJson(`http://127.0.0.1:${port}/export`, [{ schema: { keys: { GREETING: {} } } }]);
+        assert.equal(r.status, 200, `request ${i} after SIGTERM`);
+        assert.deepEqual(r.json(), { GREETING: 'hello' });
+        assert.equal(r.headers.connection, 'close');
+      }
+      assert.equal((await call(`http://127.0.0.1:${port}/live`)).status, 200, '/live still answers');
+      assert.equal(p.child.exitCode, null, 'still running: the drain lasts 600 s');
+      p.child.kill('SIGINT');
+      assert.equal(await within(p.exited, EXIT_GUARD_MS), 0);
+      assert.equal(p.logs().filter((l) => l.msg === 'drain over: no longer accepting connections').length, Number(workers));
+      await assert.rejects(call(`http://127.0.0.1:${port}/live`), 'no longer listening');
+    });
+  }
+
+  test('SIGINT does not drain: the server stops at once', async () => {
+    const { file } = project();
+    const { p, port } = await serveOnFreePort(['--config', file, '--workers', '1'], { CONFIGU_SHUTDOWN_DRAIN_SECONDS: '600' });
+    await waitForStatus(`http://127.0.0.1:${port}/ready`, 200);
+    p.child.kill('SIGINT');
+    assert.equal(await within(p.exited, EXIT_GUARD_MS), 0);
+    assert.ok(p.logs().some((l) => l.msg === 'shutting down: not ready' && l.reason === 'SIGINT' && l.drainSeconds === 0));
+    assert.ok(!p.logs().some((l) => l.msg === 'drain over: no longer accepting connections'));
+  });
+
   test('the grace period bounds shutdown: a request that never finishes is cut, exit 0', async () => {
     const { file } = project();
     const { p, port } = await serveOnFreePort(['--config', file, '--workers', '1'], {

@@ -118,6 +118,9 @@ export function spawnCfgu(args: string[], env: Record<string, string | undefined
   // set CONFIGU_EXPRESSION_WORKERS or CONFIGU_EXPRESSION_SPARES themselves and then get the binary's defaults for the
   // rest.
   if (!('CONFIGU_EXPRESSION_WORKERS' in env) && !('CONFIGU_EXPRESSION_SPARES' in env)) Object.assign(childEnv, ONE_SANDBOX_CHILD);
+  // No drain after SIGTERM unless the test is about it: a server stopped by a test has no load balancer in front, and
+  // the default drain (5 s) per stop would add minutes to the suite. The drain's own tests set it.
+  childEnv.CONFIGU_SHUTDOWN_DRAIN_SECONDS = '0';
   for (const [k, v] of Object.entries(env)) if (v !== undefined) childEnv[k] = v;
   const child = spawn(process.execPath, [BIN, ...args], { cwd, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
   children.add(child);

@@ -57,7 +57,7 @@ describe('resolveSettings', () => {
         valueBytes: 1048576,
         outputBytes: 4194304,
       },
-      shutdown: { gracePeriodSeconds: 10 },
+      shutdown: { gracePeriodSeconds: 10, drainSeconds: 5 },
       workers: availableParallelism(),
       watch: { maxWatchers: 10_000, maxWaitSeconds: 300, heartbeatMs: 15_000, debounceMs: 20, pollMs: 5000 },
     });
