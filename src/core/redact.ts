@@ -132,7 +132,14 @@ export function formsOf(text: string, cfgu: RedactionEntry['cfgu']): string[] {
   if (typeof coerced === 'number' || typeof coerced === 'boolean') add(String(coerced));
   else if (coerced !== null && typeof coerced === 'object') {
     add(JSON.stringify(coerced));
-    add(String(coerced));
+    // How an expression would print it (`[object Object]`, an array joined by commas). A parsed object with its own
+    // `toString` or `valueOf` (a key of that name) cannot be converted: String() throws, and no expression could print
+    // it that way either.
+    try {
+      add(String(coerced));
+    } catch {
+      /* not convertible to text */
+    }
     const stack: unknown[] = [coerced];
     let leaves = 0;
     while (stack.length && leaves < MAX_LEAVES) {

@@ -286,6 +286,38 @@ export function checkOne(key: string, raw: unknown, issues: InputIssue[]): void 
     if (!valid) {
       const detail = why ? `: ${why.instancePath || '(root)'} ${why.message}` : '';
       issues.push({ path: `/keys/${key}/schema`, message: `\`schema\` of key "${key}" is not a valid JSON Schema${detail}` });
+    } else {
+      const at = asyncKeywordAt(cfgu.schema as object);
+      if (at !== undefined) {
+        issues.push({
+          path: `/keys/${key}/schema${at}`,
+          message: `\`schema\` of key "${key}" uses \`$async\` (at ${at || '(root)'}), which cfgu does not support: values are validated synchronously`,
+        });
+      }
     }
   }
+}
+
+/**
+ * Where a JSON Schema declares `$async` (a JSON pointer; "" for the root), or undefined. Ajv turns such a schema into a
+ * validator that answers a promise instead of true or false, so a value would never be refused by it: the declaration
+ * is refused instead. Iterative; the schema's depth is already bounded by jsonShapeIssue.
+ */
+const NAME_MAPS = new Set(['properties', 'patternProperties', '$defs', 'definitions', 'dependentSchemas', 'dependencies']);
+
+function asyncKeywordAt(schema: object): string | undefined {
+  const pointer = (at: string, k: string | number) => `${at}/${String(k).replace(/~/g, '~0').replace(/\//g, '~1')}`;
+  // `nameMap`: an object whose keys are names chosen by the author (`properties`, `$defs` ...), not keywords.
+  const stack: Array<[unknown, string, boolean]> = [[schema, '', false]];
+  while (stack.length) {
+    const [value, at, nameMap] = stack.pop()!;
+    if (value === null || typeof value !== 'object') continue;
+    if (Array.isArray(value)) {
+      for (let i = 0; i < value.length; i++) stack.push([value[i], pointer(at, i), false]);
+      continue;
+    }
+    if (!nameMap && Object.hasOwn(value, '$async')) return at;
+    for (const [k, v] of Object.entries(value)) stack.push([v, pointer(at, k), !nameMap && NAME_MAPS.has(k)]);
+  }
+  return undefined;
 }

@@ -424,6 +424,36 @@ describe('host-side bounds of a request (issue 10): exact status and body', () =
     }
   });
 
+  test('a hidden key named `toString` whose value is the configs: 200, or 422 for an expression that cannot print them; never 500 (issue 31)', async () => {
+    const a = await app();
+    const hiddenConfigs = { hidden: true, const: '{{ $.configs }}' };
+    // The hidden value is JSON with a `toString` member: making its redaction forms once threw on the host (500).
+    ok(await post(a, JSON.stringify([{ store: 'main', schema: { keys: { toString: hiddenConfigs, B: { const: '{{ 1 }}' } } } }])), { B: 1 });
+    ok(await post(a, JSON.stringify([{ store: 'main', schema: { keys: { B: { default: 'x' }, toString: hiddenConfigs } } }])), { B: 'x' });
+    ok(await post(a, JSON.stringify([{ store: 'main', schema: { keys: { valueOf: { default: 'v' }, toString: hiddenConfigs } } }])), { valueOf: 'v' });
+    const r = await post(a, JSON.stringify([{ store: 'main', schema: { keys: { B: { const: '{{ String($.configs) }}' }, toString: hiddenConfigs } } }]));
+    assert.equal(r.statusCode, 422, r.body);
+    assert.equal(r.headers['content-type'], 'application/problem+json; charset=utf-8');
+    const body = r.json();
+    assert.deepEqual({ ...body, errors: undefined }, { type: 'urn:cfgu:problem:validation-failed', title: 'Validation Failed', status: 422, detail: '1 key failed validation', errors: undefined });
+    assert.equal(body.errors.length, 1);
+    assert.deepEqual({ ...body.errors[0], message: undefined }, { command: 0, key: 'B', rule: 'const', message: undefined });
+    assert.match(body.errors[0].message, /^`const` of key "B" failed: Cannot convert object to primitive/);
+  });
+
+  test('400: a `schema` with `$async` is refused as unsupported, wherever it declares it (issue 31)', async () => {
+    const a = await app();
+    const refused = (key: string, at: string) =>
+      invalidSchema(`\`schema\` of key "${key}" uses \`$async\` (at ${at || '(root)'}), which cfgu does not support: values are validated synchronously`, `/0/schema/keys/${key}/schema${at}`);
+    // The fuzzer's case: an integer schema marked $async answered 200 with a value that is no integer.
+    exactly(await post(a, JSON.stringify([{ store: 'main', schema: { keys: { A: { schema: { $async: true, type: 'integer' } } } }, configs: { A: 'x1' } }])), 400, refused('A', ''));
+    exactly(await post(a, JSON.stringify([{ store: 'main', schema: { keys: { B: { default: '1', schema: { $async: false, type: 'string' } } } } }])), 400, refused('B', ''));
+    exactly(await post(a, JSON.stringify([{ store: 'main', schema: { keys: { C: { default: '[]', schema: { type: 'array', items: [{ $async: true }] } } } } }])), 400, refused('C', '/items/0'));
+    exactly(await post(a, JSON.stringify([{ store: 'main', schema: { keys: { D: { default: '{}', schema: { $defs: { x: { $async: true } } } } } } }])), 400, refused('D', '/$defs/x'));
+    // A property that happens to be named `$async` is a name, not the keyword.
+    ok(await post(a, JSON.stringify([{ store: 'main', schema: { keys: { E: { default: '{"$async":1}', schema: { type: 'object', properties: { $async: { type: 'number' } } } } } } }])), { E: { $async: 1 } });
+  });
+
   test('400: an invalid schema never carries another request\'s text', async () => {
     const a = await app();
     const secret = await post(a, JSON.stringify([{ store: 'main', schema: { keys: { S: { schema: { properties: { secretField: { type: 5 } } } } } } }]));
