@@ -82,6 +82,7 @@ export class Session {
     const render = (text: string, vars: Record<string, unknown>) => this.evaluator.renderTrusted(text, vars);
     this.loaded = await loadConfiguration({ file, env: this.io.env, cwd: this.io.cwd, render } as Parameters<typeof loadConfiguration>[0]);
     this.loadedFrom = file;
+    for (const notice of this.loaded.notices ?? []) this.io.stderr.write(`cfgu ${this.command}: warning: ${displayPath(file, this.io.cwd)}: ${notice}\n`);
     return this.loaded;
   }
 

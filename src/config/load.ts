@@ -26,7 +26,7 @@ export interface LoadConfigurationOptions {
   render?: TemplateRenderer | undefined;
 }
 
-const TOP_LEVEL = ['$schema', 'stores', 'backup', 'schemas', 'scripts', 'interface'] as const;
+const TOP_LEVEL = ['$schema', 'stores', 'backup', 'schemas', 'scripts', 'register', 'interface'] as const;
 const STORE_PROPS = ['type', 'configuration', 'default', 'backup'] as const;
 
 /** The JSON shape of a `.configu` file (this project's own schema: the tests check it against the meta-schema). */
@@ -52,6 +52,8 @@ export const SCHEMA = {
     backup: { type: 'string', minLength: 1 },
     schemas: { type: 'object', additionalProperties: { type: 'string', minLength: 1 } },
     scripts: { type: 'object', additionalProperties: { type: 'string' } },
+    // Configu's own tools load store modules from these paths or URLs; cfgu never loads code from .configu.
+    register: { type: 'array', items: { type: 'string', minLength: 1 } },
     interface: { type: 'object' },
   },
   additionalProperties: false,
@@ -218,12 +220,24 @@ export async function loadConfiguration(options: LoadConfigurationOptions = {}):
   }
 
   const folder = dirname(file);
+  const register = (root.register ?? []) as string[];
+  const notices: string[] = [];
+  if (register.length) {
+    notices.push(
+      `register: ${register.length} store module${register.length === 1 ? '' : 's'} ignored (${register.map((r) => JSON.stringify(r.slice(0, 200))).join(', ')}): ` +
+        'cfgu never loads code named in .configu; its stores are built in',
+    );
+  }
   const stores: StoreDefinition[] = [];
   const declared = (root.stores ?? {}) as Record<string, { type: string; configuration?: Record<string, unknown>; default?: boolean; backup?: boolean }>;
   for (const [name, def] of Object.entries(declared)) {
     const property = propertyPath(`/stores/${name.replace(/~/g, '~0').replace(/\//g, '~1')}/type`);
     const type = normaliseStoreType(def.type);
-    if (!type) return fail(`${property}: unknown store type "${def.type}"; known types: ${STORE_TYPES.join(', ')}`, property);
+    if (!type) {
+      // With modules under `register`, the kind most likely comes from one of them: say why it cannot be had here.
+      const why = register.length ? ' (it may come from a module under `register`, which cfgu does not load)' : '';
+      return fail(`${property}: unknown store type "${def.type}"${why}; known types: ${STORE_TYPES.join(', ')}`, property);
+    }
     const configuration: Record<string, unknown> = { ...(def.configuration ?? {}) };
     for (const setting of PATH_SETTINGS[type] ?? []) {
       if (setting in configuration) configuration[setting] = resolvePathSetting(configuration[setting], folder, env);
@@ -256,5 +270,5 @@ export async function loadConfiguration(options: LoadConfigurationOptions = {}):
   const scripts = { ...((root.scripts ?? {}) as Record<string, string>) };
   const iface = { ...((root.interface ?? {}) as Record<string, unknown>) };
 
-  return { file, stores, defaultStore, backup, schemas, scripts, interface: iface };
+  return { file, stores, defaultStore, backup, schemas, scripts, interface: iface, ...(notices.length ? { notices } : {}) };
 }

@@ -23,6 +23,8 @@ export interface LoadedConfiguration {
   scripts: Record<string, string>;
   /** `interface` section as written (e.g. `interface.proxy` settings), validated for shape. */
   interface: Record<string, unknown>;
+  /** What the file says that cfgu accepts but ignores, and why (a warning each, for the log or standard error). */
+  notices?: string[];
 }
 
 /** The stores of a loaded configuration, built and initialised once. */

@@ -137,6 +137,7 @@ export async function startServer(prepared: Prepared, hooks: StartHooks = {}, lo
   const { settings, configuration, evaluator } = prepared;
   const log = logger ?? createLogger(settings);
   const lifecycle = new Lifecycle();
+  for (const notice of configuration.notices ?? []) log.warn({ file: configuration.file }, `.configu: ${notice}`);
   let registry: StoreRegistryWithStatus;
   try {
     registry = await createStoreRegistry(configuration, { logger: log });

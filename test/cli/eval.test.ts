@@ -49,6 +49,20 @@ describe('cfgu eval', { concurrency: true }, () => {
     assert.ok(r.stdout.endsWith('}\n'));
   });
 
+  test('a .configu with Configu\'s `register` loads: one warning on standard error, the evaluation as usual (issue 31)', async () => {
+    const dir = project(
+      { 'app.cfgu.json': { keys: { HOST: { default: 'localhost' } } }, 'data.json': [] },
+      { stores: { main: { type: 'json-file', configuration: { path: 'data.json' } } }, register: ['@acme/configu-vault-store'], scripts: { x: 'echo' } },
+    );
+    const r = await runCli(['eval', '--schema', 'app.cfgu.json'], { cwd: dir });
+    assert.equal(r.code, 0, r.stderr);
+    assert.equal(JSON.parse(r.stdout).HOST.value, 'localhost');
+    assert.equal(
+      r.stderr,
+      'cfgu eval: warning: .configu: register: 1 store module ignored ("@acme/configu-vault-store"): cfgu never loads code named in .configu; its stores are built in\n',
+    );
+  });
+
   test('--defaults reads no store and needs no .configu', async () => {
     const dir = tempDir();
     write(join(dir, 'app.cfgu.yaml'), 'keys:\n  PORT:\n    default: 8080\n  HOST:\n    default: localhost\n  FLAG:\n    default: false\n');

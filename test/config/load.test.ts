@@ -146,6 +146,34 @@ describe('loadConfiguration', () => {
     );
   });
 
+  test('a .configu written for Configu\'s tools loads: `register` is ignored with a notice; a kind only a module provides is refused saying so (issue 31)', async () => {
+    const text = [
+      '$schema: https://raw.githubusercontent.com/configu/configu/main/packages/schema/.configu.json',
+      'stores:',
+      '  main: { type: json-file, configuration: { path: data.json }, default: true, backup: true }',
+      '  scratch: { type: in-memory }',
+      'backup: cache/backup.db',
+      'schemas: { app: ./app.cfgu.json }',
+      'scripts: { deploy: "configu eval --schema app | configu export" }',
+      'register: ["@acme/configu-vault-store", "./stores/custom.js"]',
+    ].join('\n');
+    const loaded = await loadConfiguration({ file: fileWith(text), env });
+    assert.deepEqual(loaded.stores.map((s) => [s.name, s.type]), [['main', 'json-file'], ['scratch', 'in-memory']]);
+    assert.deepEqual(loaded.scripts, { deploy: 'configu eval --schema app | configu export' });
+    assert.deepEqual(loaded.notices, [
+      'register: 2 store modules ignored ("@acme/configu-vault-store", "./stores/custom.js"): cfgu never loads code named in .configu; its stores are built in',
+    ]);
+    // Without `register`, nothing to say.
+    assert.equal((await loadConfiguration({ file: fileWith('stores: { a: { type: in-memory } }'), env })).notices, undefined);
+    // A store of a kind no built-in store has, in a file that registers modules: the error says where it would come from.
+    await rejectsWith(
+      'register: [./vault-store.js]\nstores: { v: { type: hashicorp-vault } }',
+      'stores.v.type: unknown store type "hashicorp-vault" (it may come from a module under `register`, which cfgu does not load); known types: json-file, in-memory, sqlite, postgresql, mysql, mariadb, redis, etcd',
+      'stores.v.type',
+    );
+    await rejectsWith('register: ./one.js', 'register must be a list, not string "./one.js"', 'register');
+  });
+
   test('errors: each is one ConfigurationError naming the file and the property', async () => {
     await rejectsWith('cache: /tmp/x.db\nstores: {}', 'property "cache" was renamed `backup` in v1: rename it to "backup"', 'cache');
     await rejectsWith(
@@ -164,7 +192,7 @@ describe('loadConfiguration', () => {
     );
     await rejectsWith(
       'stores: {}\nextra: 1',
-      'unknown property "extra" (allowed here: $schema, stores, backup, schemas, scripts, interface)',
+      'unknown property "extra" (allowed here: $schema, stores, backup, schemas, scripts, register, interface)',
       'extra',
     );
     await rejectsWith(
@@ -177,7 +205,7 @@ describe('loadConfiguration', () => {
     await rejectsWith('stores: [1, 2]', 'stores must be a mapping (object), not a list', 'stores');
     await rejectsWith('interface: 3', 'interface must be a mapping (object), not number 3', 'interface');
     await rejectsWith('stores: { "my store": { type: in-memory, backup: 1 } }', 'stores["my store"].backup must be a boolean (true or false), not number 1');
-    await rejectsWith('- a\n- b', 'the file must hold a mapping (object) with stores, backup, schemas, scripts, interface; found a list');
+    await rejectsWith('- a\n- b', 'the file must hold a mapping (object) with stores, backup, schemas, scripts, register, interface; found a list');
     await rejectsWith('stores: {\n  a: [\n', 'invalid YAML/JSON at line 3, column 1: Flow sequence in block collection must be sufficiently indented and end with a ]');
     await rejectsWith('stores: {}\nstores: {}', 'invalid YAML/JSON at line 2, column 1: Map keys must be unique');
     await rejectsWith('stores: { f: { type: json-file } }', 'store "f": configuration.path must be a non-empty string', 'stores.f.configuration.path');
