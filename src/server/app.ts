@@ -33,6 +33,7 @@ import { rateLimitRouteConfig, registerRateLimit } from './rate-limit.js';
 import { answerConnect, answerExpectation, blankProblem, createClientErrorHandler } from './client-errors.js';
 import { Lifecycle } from './lifecycle.js';
 import { BodyCache } from './body-cache.js';
+import { MAX_BODY_NESTING, nestsDeeperThan } from './body-depth.js';
 import { FORBIDDEN_PROPERTY, UNSUPPORTED_CHARSET, httpProblem, problem, PROBLEM_CONTENT_TYPE, PROBLEM_TYPES, toProblem, type Problem } from './problem.js';
 import {
   cfguSchema,
@@ -202,6 +203,10 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     }
     const cached = typeof body === 'string' ? bodies.get(body) : undefined;
     if (cached !== undefined) return done(null, cached);
+    // Refused before any object is made: parsing, checking and freezing grow with the nesting (body-depth.ts).
+    if (typeof body === 'string' && nestsDeeperThan(body, MAX_BODY_NESTING)) {
+      return done(new LimitError(`the request body nests more than ${MAX_BODY_NESTING} arrays or objects inside one another; the limit is ${MAX_BODY_NESTING}`), undefined);
+    }
     defaultJsonParser(request, body, (error, value) => {
       if (error && typeof body === 'string') {
         let validJson = false;

@@ -353,17 +353,21 @@ describe('no state survives from one request to the next in the same sandbox chi
 describe('deeply nested and oversized JSON', () => {
   const nested = (n: number) => '['.repeat(n) + ']'.repeat(n);
 
-  test('a body of 100k nested arrays is a 400, not a stack overflow', async () => {
+  test('a body of 100k nested arrays is a 413 before it is parsed (issue 31), never a stack overflow; 10k is a 400', async () => {
     const text = nested(100_000);
     assert.ok(text.length <= 1024 * 1024);
-    const p = problem(await post(text), 400, 'urn:cfgu:problem:invalid-request', 'Invalid Request');
+    const deep = problem(await post(text), 413, 'urn:cfgu:problem:limit-exceeded', 'Limit Exceeded');
+    assert.equal(deep.detail, 'the request body nests more than 10000 arrays or objects inside one another; the limit is 10000');
+    const p = problem(await post(nested(10_000)), 400, 'urn:cfgu:problem:invalid-request', 'Invalid Request');
     assert.equal(p.detail, 'the request body is not a valid pipeline: /0 must be object');
     assert.deepEqual(p.issues, [{ path: '/0', message: 'must be object' }]);
     await stillServing();
   });
 
-  test('an override nested 100k deep is a 422 `override` failure (was a 500)', async () => {
-    for (const n of [5_000, 100_000]) {
+  test('an override nested 5k deep is a 422 `override` failure (was a 500); 100k deep is refused as a body (413)', async () => {
+    const tooDeep = await post(`[{"schema":{"keys":{"X":{}}},"configs":{"X":${nested(100_000)}}}]`);
+    assert.equal(problem(tooDeep, 413, 'urn:cfgu:problem:limit-exceeded', 'Limit Exceeded').detail, 'the request body nests more than 10000 arrays or objects inside one another; the limit is 10000');
+    for (const n of [5_000, 9_990]) {
       for (const cfgu of ['{}', '{"enum":[1,2]}', '{"test":"true","schema":{"type":"array"}}']) {
         const r = await post(`[{"schema":{"keys":{"X":${cfgu}}},"configs":{"X":${nested(n)}}}]`);
         validation(r, [{ key: 'X', rule: 'override', message: 'the override for key "X" cannot be stored: it is nested too deeply' }]);
@@ -375,13 +379,14 @@ describe('deeply nested and oversized JSON', () => {
   test('a `default` and `enum` nested deep are a 400 at every depth (3k deep was a 500: a stack overflow in the checks)', async () => {
     // Declarations nest at most 64 levels (a `schema` 32): every depth beyond is the same 400, found before any
     // recursive step runs.
-    for (const n of [2000, 3000, 4000, 6000, 100_000]) {
+    // (Deeper than 10,000 levels, the body itself is refused first: 413, in the test above.)
+    for (const n of [2000, 3000, 4000, 6000, 9_990]) {
       const r = await post(`[{"schema":{"keys":{"X":{"default":${nested(n)},"enum":[${nested(n)},${nested(n - 1)}]}}}}]`);
       const p = problem(r, 400, 'urn:cfgu:problem:invalid-schema', 'Invalid Schema');
       assert.equal(p.detail, '`default` of key "X" is nested more than 64 levels deep', `depth ${n}`);
       assert.deepEqual(p.issues, [{ path: '/0/schema/keys/X/default', message: p.detail }]);
     }
-    const deepSchema = problem(await post(`[{"schema":{"keys":{"X":{"schema":${'{"not":'.repeat(50_000)}{}${'}'.repeat(50_000)}}}}}]`), 400, 'urn:cfgu:problem:invalid-schema', 'Invalid Schema');
+    const deepSchema = problem(await post(`[{"schema":{"keys":{"X":{"schema":${'{"not":'.repeat(9_990)}{}${'}'.repeat(9_990)}}}}}]`), 400, 'urn:cfgu:problem:invalid-schema', 'Invalid Schema');
     assert.equal(deepSchema.detail, '`schema` of key "X" is nested more than 32 levels deep');
     await stillServing();
   });

@@ -424,6 +424,31 @@ describe('host-side bounds of a request (issue 10): exact status and body', () =
     }
   });
 
+  test('413: a body nesting more than 10,000 arrays or objects is refused before it is parsed; 10,000 levels and brackets in strings are not (issue 31)', async () => {
+    const a = await app();
+    const tooDeep = limit('the request body nests more than 10000 arrays or objects inside one another; the limit is 10000');
+    const arrays = (n: number) => '['.repeat(n) + ']'.repeat(n);
+    const objects = (n: number) => '{"a":'.repeat(n) + '1' + '}'.repeat(n);
+    // Where a review's attack put them: 400,000 arrays in an override, and variants in every part of a command.
+    exactly(await post(a, `[{"store":"main","schema":{"keys":{"A":{}}},"configs":{"A":${arrays(400_000)}}}]`), 413, tooDeep);
+    exactly(await post(a, `[{"store":"main","schema":{"keys":{"A":{"default":"x","enum":${arrays(20_000)}}}}}]`), 413, tooDeep);
+    exactly(await post(a, `[{"store":"main","schema":{"keys":{"A":{"schema":${objects(10_000)}}}}}]`), 413, tooDeep);
+    exactly(await post(a, arrays(10_001)), 413, tooDeep);
+    // Unbalanced text is judged by the deepest level it opens (the parser would refuse it anyway).
+    exactly(await post(a, '['.repeat(10_001)), 413, tooDeep);
+    // 10,000 levels in all goes on to the usual checks, with their precise answers (here: not a pipeline, 400).
+    exactly(await post(a, arrays(10_000)), 400, {
+      type: 'urn:cfgu:problem:invalid-request',
+      title: 'Invalid Request',
+      status: 400,
+      detail: 'the request body is not a valid pipeline: /0 must be object',
+      issues: [{ path: '/0', message: 'must be object' }],
+    });
+    // Brackets inside strings (escaped quotes included) are text, not nesting.
+    const brackets = '['.repeat(20_000);
+    ok(await post(a, JSON.stringify([{ store: 'main', schema: { keys: { BRACKETS: { default: `\\"${brackets}` } } } }])), { BRACKETS: `\\"${brackets}` });
+  });
+
   test('a hidden key named `toString` whose value is the configs: 200, or 422 for an expression that cannot print them; never 500 (issue 31)', async () => {
     const a = await app();
     const hiddenConfigs = { hidden: true, const: '{{ $.configs }}' };
