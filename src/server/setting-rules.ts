@@ -33,7 +33,7 @@ export const PROXY_SETTINGS = strict({
   http: section({
     ...leaves('port', 'host'),
     tls: section(leaves('enabled', 'cert', 'key')),
-    ...leaves('allowedOrigins', 'trustProxy', 'headersTimeoutMs', 'requestTimeoutMs', 'idleTimeoutMs'),
+    ...leaves('allowedOrigins', 'trustProxy', 'headersTimeoutMs', 'requestTimeoutMs', 'idleTimeoutMs', 'maxConnectionsPerClient'),
   }),
   auth: section({
     ...leaves('enabled', 'presharedKeys'),

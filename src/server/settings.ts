@@ -46,6 +46,11 @@ export interface ServerSettings {
     requestTimeoutMs: number;
     /** How long a keep-alive connection may sit idle between requests. */
     idleTimeoutMs: number;
+    /**
+     * Most connections one client address may hold open at once (per server process); 0: no cap. Undefined: a quarter
+     * of what the open-file limit leaves for connections (src/server/connections.ts).
+     */
+    maxConnectionsPerClient: number | undefined;
   };
   auth: {
     enabled: boolean;
@@ -116,6 +121,7 @@ export const DEFAULT_SETTINGS: Readonly<ServerSettings> = Object.freeze({
     requestTimeoutMs: 30_000,
     // Above the 60 s idle timeout of common load balancers, so they never reuse a connection this server is closing.
     idleTimeoutMs: 72_000,
+    maxConnectionsPerClient: undefined,
   },
   auth: { enabled: false, presharedKeys: [], credentials: [], jwt: undefined },
   audit: DEFAULT_AUDIT,
@@ -167,6 +173,7 @@ const ENV = {
   headersTimeout: 'CONFIGU_HTTP_HEADERS_TIMEOUT_MS',
   requestTimeout: 'CONFIGU_HTTP_REQUEST_TIMEOUT_MS',
   idleTimeout: 'CONFIGU_HTTP_IDLE_TIMEOUT_MS',
+  maxConnectionsPerClient: 'CONFIGU_HTTP_MAX_CONNECTIONS_PER_CLIENT',
   authEnabled: 'CONFIGU_AUTH_ENABLED',
   presharedKeys: 'CONFIGU_AUTH_PRESHARED_KEYS',
   logEnabled: 'CONFIGU_LOG_ENABLED',
@@ -375,6 +382,13 @@ export function resolveSettings(input: ResolveSettingsInput = {}): ServerSetting
     fail(requestHit![1], `must be at least the headers timeout (${headersTimeoutMs} ms): the request timeout covers the headers too`);
   }
   const idleTimeoutMs = read(undefined, ENV.idleTimeout, ['http', 'idleTimeoutMs'], timeout, d.http.idleTimeoutMs);
+  const maxConnectionsPerClient = read(
+    undefined,
+    ENV.maxConnectionsPerClient,
+    ['http', 'maxConnectionsPerClient'],
+    (r, s) => toInteger(r, s, 0, 10_000_000),
+    d.http.maxConnectionsPerClient as number,
+  ) as number | undefined;
 
   const authEnabled = read(undefined, ENV.authEnabled, ['auth', 'enabled'], toBoolean, false);
   const keysHit = pick(undefined, ENV.presharedKeys, ['auth', 'presharedKeys']);
@@ -438,7 +452,7 @@ export function resolveSettings(input: ResolveSettingsInput = {}): ServerSetting
   };
 
   return {
-    http: { port, host, tls: { enabled: tlsEnabled, cert, key }, allowedOrigins, trustProxy, headersTimeoutMs, requestTimeoutMs, idleTimeoutMs },
+    http: { port, host, tls: { enabled: tlsEnabled, cert, key }, allowedOrigins, trustProxy, headersTimeoutMs, requestTimeoutMs, idleTimeoutMs, maxConnectionsPerClient },
     auth: { enabled: authEnabled, presharedKeys, ...access },
     audit,
     rateLimit,
@@ -469,6 +483,7 @@ export function settingsWith(overrides: SettingsOverrides = {}): ServerSettings 
       headersTimeoutMs: o.http?.headersTimeoutMs ?? d.http.headersTimeoutMs,
       requestTimeoutMs: o.http?.requestTimeoutMs ?? Math.max(d.http.requestTimeoutMs, o.http?.headersTimeoutMs ?? 0),
       idleTimeoutMs: o.http?.idleTimeoutMs ?? d.http.idleTimeoutMs,
+      maxConnectionsPerClient: o.http?.maxConnectionsPerClient ?? d.http.maxConnectionsPerClient,
     },
     auth: {
       enabled: o.auth?.enabled ?? false,

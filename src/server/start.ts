@@ -26,6 +26,10 @@ import { describeSandboxBuild } from '../expressions/isolated-vm.js';
 import { describeSqliteBuild } from '../stores/drivers.js';
 import { resolveSettings, type ServerSettings, type SettingsFlags } from './settings.js';
 import { startTracing } from './tracing.js';
+import { defaultConnectionsPerClient, guardConnections, openFileLimits, RESERVED_FILES } from './connections.js';
+
+/** A limit for the log: a number, or 'unlimited'. */
+const finite = (n: number): number | 'unlimited' => (Number.isFinite(n) ? n : 'unlimited');
 
 export interface ServeInput {
   /** `--config` */
@@ -150,9 +154,20 @@ export async function startServer(prepared: Prepared, hooks: StartHooks = {}, lo
   const tracing = startTracing(process.env);
   for (const warning of tracing?.warnings ?? []) log.warn(warning);
   const listenPort = pinnedPort() ?? settings.http.port;
+  // Open files (Node raised the soft limit to the hard one at start): connections capped in all and per client.
+  const files = openFileLimits();
+  const perClient = settings.http.maxConnectionsPerClient ?? (files ? defaultConnectionsPerClient(files.soft) : 0);
   let app: FastifyInstance;
   try {
     app = await buildServer({ registry, configuration, evaluator, settings, logger: log, lifecycle });
+    let lastRefusalLog = 0;
+    guardConnections(app.server, files ? files.soft - RESERVED_FILES : undefined, perClient, (client) => {
+      // At most one line every 10 s: a client that keeps opening connections must not flood the log.
+      const now = Date.now();
+      if (now - lastRefusalLog < 10_000) return;
+      lastRefusalLog = now;
+      log.warn({ client, maxConnectionsPerClient: perClient }, 'connection refused: the client already holds its share of connections');
+    });
     // Node's default accept queue (511) overflows when hundreds of clients cut at the same tick reconnect at once; the
     // kernel then drops new connections, probes included, for a 1 s SYN retry. The kernel caps this at somaxconn.
     await app.listen({ port: listenPort, host: settings.http.host, backlog: 4096 });
@@ -172,6 +187,9 @@ export async function startServer(prepared: Prepared, hooks: StartHooks = {}, lo
       node: process.versions.node,
       sandbox: describeSandboxBuild(),
       sqlite: describeSqliteBuild(),
+      // What the process may open (the soft limit, raised by Node to the hard one) and each client's share.
+      ...(files ? { openFiles: finite(files.soft), openFilesHard: finite(files.hard) } : {}),
+      maxConnectionsPerClient: perClient,
     },
     'listening; initialising stores',
   );

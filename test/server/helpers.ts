@@ -49,6 +49,8 @@ export interface CallOptions {
   /** Idle-socket limit, only where a poll retries (waitForStatus); a plain call waits as long as its test does. */
   timeoutMs?: number;
   agent?: false;
+  /** The local address to connect from (another loopback address, 127.0.0.2, is another client). */
+  localAddress?: string;
 }
 
 /** One HTTP(S) call with node's clients (no keep-alive): status, headers, text body. */
@@ -64,6 +66,7 @@ export function call(url: string, options: CallOptions = {}): Promise<HttpAnswer
         agent: false,
         ...(options.ca ? { ca: options.ca } : {}),
         ...(options.timeoutMs ? { timeout: options.timeoutMs } : {}),
+        ...(options.localAddress ? { localAddress: options.localAddress } : {}),
       },
       (res) => {
         const chunks: Buffer[] = [];
@@ -111,7 +114,8 @@ export interface Spawned {
   logs(): Array<Record<string, any>>;
 }
 
-export function spawnCfgu(args: string[], env: Record<string, string | undefined> = {}, cwd = ROOT): Spawned {
+/** `launcher`: a command that runs the server in its place (e.g. `['prlimit', '--nofile=1024:1024']`, which execs it). */
+export function spawnCfgu(args: string[], env: Record<string, string | undefined> = {}, cwd = ROOT, launcher: string[] = []): Spawned {
   const childEnv: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('CONFIGU_')) childEnv[k] = v;
   // ONE_SANDBOX_CHILD unless the test sets its own sandbox layout: tests about the pool, its children or its spares
@@ -122,7 +126,8 @@ export function spawnCfgu(args: string[], env: Record<string, string | undefined
   // the default drain (5 s) per stop would add minutes to the suite. The drain's own tests set it.
   childEnv.CONFIGU_SHUTDOWN_DRAIN_SECONDS = '0';
   for (const [k, v] of Object.entries(env)) if (v !== undefined) childEnv[k] = v;
-  const child = spawn(process.execPath, [BIN, ...args], { cwd, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
+  const command = [...launcher, process.execPath, BIN, ...args];
+  const child = spawn(command[0]!, command.slice(1), { cwd, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] });
   children.add(child);
   let out = '';
   let err = '';
@@ -220,8 +225,9 @@ export async function serveOnFreePort(
   args: string[],
   env: Record<string, string | undefined> = {},
   cwd = ROOT,
+  launcher: string[] = [],
 ): Promise<{ p: Spawned; port: number; base: string }> {
-  const p = spawnCfgu(['serve', ...args, '--port', '0', '--host', '127.0.0.1'], env, cwd);
+  const p = spawnCfgu(['serve', ...args, '--port', '0', '--host', '127.0.0.1'], env, cwd, launcher);
   // No time limit: the wait ends on the line or on the process's exit (waitForLog throws then), so a machine busy
   // enough to take minutes to start node (a CPU hog beside the suite) slows the test instead of failing it.
   const line = await p.waitForLog('listening; initialising stores', (l) => typeof l.port === 'number' && l.port > 0, Infinity);
