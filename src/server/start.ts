@@ -25,6 +25,7 @@ import { createLogger } from './logger.js';
 import { describeSandboxBuild } from '../expressions/isolated-vm.js';
 import { describeSqliteBuild } from '../stores/drivers.js';
 import { resolveSettings, type ServerSettings, type SettingsFlags } from './settings.js';
+import { loadKeyLabels, type KeyLabels } from './key-labels.js';
 import { startTracing } from './tracing.js';
 
 export interface ServeInput {
@@ -40,6 +41,10 @@ export interface Prepared {
   configuration: LoadedConfiguration;
   settings: ServerSettings;
   evaluator: ExpressionEvaluator;
+  /** The labels the server's own schemas give each key (for scopes with `labels`); default: none. */
+  keyLabels?: KeyLabels;
+  /** Said once in the log (`warn`) when the server starts. */
+  warnings?: string[];
 }
 
 /**
@@ -68,6 +73,8 @@ export interface Loaded {
   configuration: LoadedConfiguration;
   settings: ServerSettings;
   sandboxOptions: SandboxOptions;
+  keyLabels: KeyLabels;
+  warnings: string[];
 }
 
 /**
@@ -103,13 +110,15 @@ export async function load(input: ServeInput): Promise<Loaded> {
     file: configuration.file ?? file,
     cwd: input.cwd,
   });
-  return { file: configuration.file ?? file, configuration, settings, sandboxOptions };
+  // Scopes with labels are judged by the schemas `.configu` names: read now, so a bad one stops start-up.
+  const { table: keyLabels, warnings } = loadKeyLabels(configuration, settings);
+  return { file: configuration.file ?? file, configuration, settings, sandboxOptions, keyLabels, warnings };
 }
 
 /** The sandbox for a loaded configuration: `load()` then the evaluator that serves requests. */
 export function withSandbox(loaded: Loaded): Prepared {
-  const { file, configuration, settings, sandboxOptions } = loaded;
-  return { file, configuration, settings, evaluator: createSandboxEvaluator(sandboxOptions) };
+  const { file, configuration, settings, sandboxOptions, keyLabels, warnings } = loaded;
+  return { file, configuration, settings, evaluator: createSandboxEvaluator(sandboxOptions), keyLabels, warnings };
 }
 
 /** Find and load `.configu`, resolve the settings, start the sandbox. Throws ConfigurationError. */
@@ -148,10 +157,11 @@ export async function startServer(prepared: Prepared, hooks: StartHooks = {}, lo
   // Traces only when the OTEL_* variables ask for them (docs/operations.md); before the app, which looks for a tracer.
   const tracing = startTracing(process.env);
   for (const warning of tracing?.warnings ?? []) log.warn(warning);
+  for (const warning of prepared.warnings ?? []) log.warn(warning);
   const listenPort = pinnedPort() ?? settings.http.port;
   let app: FastifyInstance;
   try {
-    app = await buildServer({ registry, configuration, evaluator, settings, logger: log, lifecycle });
+    app = await buildServer({ registry, configuration, evaluator, settings, logger: log, lifecycle, ...(prepared.keyLabels ? { keyLabels: prepared.keyLabels } : {}) });
     // Node's default accept queue (511) overflows when hundreds of clients cut at the same tick reconnect at once; the
     // kernel then drops new connections, probes included, for a 1 s SYN retry. The kernel caps this at somaxconn.
     await app.listen({ port: listenPort, host: settings.http.host, backlog: 4096 });
