@@ -2,19 +2,14 @@
  * Schema files (`*.cfgu.json|yaml|yml`): several files or globs merged into one `keys` map, or a name from
  * `.configu`'s `schemas`.
  */
-import { readFileSync } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
-import { parseYaml } from '../config/yaml.js';
-import { InputError, prepareSchema } from '../core/index.js';
+import { readSchemaFileKeys, SCHEMA_FILE } from '../config/schema-file.js';
 import { setOwn } from '../core/names.js';
 import type { Cfgu, ConfigSchema } from '../core/index.js';
 import type { LoadedConfiguration } from '../config/types.js';
 import { flagError, UsageError } from './errors.js';
 import { expandGlob, MAGIC } from './glob.js';
-import { parseJsonText } from './json-text.js';
 import { displayPath, existsFile } from './paths.js';
-
-const SCHEMA_FILE = /\.cfgu\.(json|ya?ml)$/;
 
 /** A schema read from one file. */
 export interface SchemaFile {
@@ -24,43 +19,9 @@ export interface SchemaFile {
 
 /** Read and validate one schema file. Throws UsageError naming the file, with one line per problem. */
 export function readSchemaFile(file: string, cwd: string): SchemaFile {
-  const shown = displayPath(file, cwd);
-  let text: string;
-  try {
-    text = readFileSync(file, 'utf8');
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    throw new UsageError(`schema file ${shown}: ${code === 'ENOENT' ? 'no such file' : code === 'EISDIR' ? 'is a folder' : (e as Error).message}`);
-  }
-  let data: unknown;
-  if (/\.json$/.test(file)) {
-    // A .json file is strict JSON, and its errors are told in JSON's words.
-    const parsed = parseJsonText(text);
-    if (!parsed.ok) {
-      const { line, column, message } = parsed.problem;
-      throw new UsageError(`schema file ${shown}: line ${line}, column ${column}: not valid JSON: ${message}`);
-    }
-    data = parsed.value;
-  } else {
-    const parsed = parseYaml(text, 1000);
-    if (!parsed.ok) {
-      const { line, column, message } = parsed.problem;
-      throw new UsageError(`schema file ${shown}: ${line ? `line ${line}, column ${column}: ` : ''}not valid YAML: ${message}`);
-    }
-    data = parsed.value;
-  }
-  try {
-    prepareSchema(data);
-  } catch (e) {
-    if (!(e instanceof InputError)) throw e;
-    const issues = e.issues.length ? e.issues : [{ path: '', message: e.message }];
-    if (issues.length === 1) throw new UsageError(`schema file ${shown}: ${issues[0]!.path ? `${issues[0]!.path}: ` : ''}${issues[0]!.message}`);
-    throw new UsageError(
-      `schema file ${shown}: ${issues.length} problems:`,
-      issues.map((i) => `  ${i.path ? `${i.path}: ` : ''}${i.message}`),
-    );
-  }
-  return { file, keys: (data as ConfigSchema).keys };
+  const read = readSchemaFileKeys(file);
+  if (!read.ok) throw new UsageError(`schema file ${displayPath(file, cwd)}: ${read.problem}`, read.lines);
+  return { file, keys: read.keys };
 }
 
 /** True when evaluating the schema runs expressions (`const`, `test`) or sandboxed checks (`pattern`, `schema`). */

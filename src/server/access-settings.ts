@@ -34,6 +34,10 @@ export interface JwtSettings {
   jwksCooldownSeconds: number;
   /** Longest time a fetched JWKS is used before it is fetched again. */
   jwksMaxAgeSeconds: number;
+  /** Largest JWKS answer read (bytes of JSON); a larger one is a verification failure and is not kept. */
+  jwksMaxBytes: number;
+  /** Most keys a fetched JWKS may hold; a set with more is a verification failure and is not kept. */
+  jwksMaxKeys: number;
   /** Most verified tokens remembered (each until its `exp`). */
   cacheSize: number;
   grants: JwtGrant[];
@@ -70,6 +74,8 @@ export const ACCESS_ENV = {
   clockSkew: 'CONFIGU_AUTH_JWT_CLOCK_SKEW_SECONDS',
   cooldown: 'CONFIGU_AUTH_JWT_JWKS_COOLDOWN_SECONDS',
   maxAge: 'CONFIGU_AUTH_JWT_JWKS_MAX_AGE_SECONDS',
+  maxBytes: 'CONFIGU_AUTH_JWT_JWKS_MAX_BYTES',
+  maxKeys: 'CONFIGU_AUTH_JWT_JWKS_MAX_KEYS',
   cacheSize: 'CONFIGU_AUTH_JWT_CACHE_SIZE',
   auditEnabled: 'CONFIGU_AUDIT_ENABLED',
   auditFile: 'CONFIGU_AUDIT_FILE',
@@ -83,6 +89,10 @@ export const ACCESS_ENV = {
 /** Asymmetric algorithms only: an HMAC secret could be confused with a public key, and `none` signs nothing. */
 export const JWT_ALGORITHMS = ['RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512', 'EdDSA'] as const;
 export const DEFAULT_JWT_ALGORITHMS = ['RS256', 'PS256', 'ES256', 'EdDSA'];
+
+/** The JWKS limits: 1 MiB of JSON and 100 keys (a provider publishes a handful; rotation adds one or two). */
+export const DEFAULT_JWKS_MAX_BYTES = 1024 * 1024;
+export const DEFAULT_JWKS_MAX_KEYS = 100;
 
 export const DEFAULT_AUDIT: AuditSettings = { enabled: true, file: undefined };
 export const DEFAULT_RATE_LIMIT: RateLimitSettings = { enabled: false, max: 600, windowSeconds: 60, redisUrl: undefined, redisPrefix: 'cfgu:rate-limit:' };
@@ -118,6 +128,7 @@ function readGrant(obj: Record<string, unknown>, source: Source): Grant {
   const grant: Grant = { stores, sets };
   if (obj.labels !== undefined) grant.labels = nonEmptyList(obj.labels, fileSource(source, '.labels'));
   if (obj.keys !== undefined) grant.keys = nonEmptyList(obj.keys, fileSource(source, '.keys'));
+  if (obj.metrics !== undefined && toBoolean(obj.metrics, fileSource(source, '.metrics'))) grant.metrics = true;
   return grant;
 }
 
@@ -218,6 +229,8 @@ export function resolveAccessSettings(pick: Pick, baseDir: (source: Source) => s
       clockSkewSeconds: read(ACCESS_ENV.clockSkew, ['auth', 'jwt', 'clockSkewSeconds'], (r, s) => toInteger(r, s, 0, 300), 30),
       jwksCooldownSeconds: read(ACCESS_ENV.cooldown, ['auth', 'jwt', 'jwksCooldownSeconds'], (r, s) => toInteger(r, s, 0, 3600), 30),
       jwksMaxAgeSeconds: read(ACCESS_ENV.maxAge, ['auth', 'jwt', 'jwksMaxAgeSeconds'], (r, s) => toInteger(r, s, 1, 86_400), 600),
+      jwksMaxBytes: read(ACCESS_ENV.maxBytes, ['auth', 'jwt', 'jwksMaxBytes'], (r, s) => toInteger(r, s, 1024, 64 * 1024 * 1024), DEFAULT_JWKS_MAX_BYTES),
+      jwksMaxKeys: read(ACCESS_ENV.maxKeys, ['auth', 'jwt', 'jwksMaxKeys'], (r, s) => toInteger(r, s, 1, 10_000), DEFAULT_JWKS_MAX_KEYS),
       cacheSize: read(ACCESS_ENV.cacheSize, ['auth', 'jwt', 'cacheSize'], (r, s) => toInteger(r, s, 0, 1_000_000), 10_000),
       grants: grantsHit ? readJwtGrants(grantsHit[0], grantsHit[1]) : [],
     };

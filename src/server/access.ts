@@ -3,18 +3,28 @@
  * patterns), and optionally the keys or labels its schema may declare. A principal (who a request is for) holds
  * either full access (preshared keys, or no authentication at all) or a list of grants; a command is allowed when
  * one grant covers all of it. The check looks at the request body only, so it runs before any store is read.
+ *
+ * A scope only narrows: which labels a key carries is read from the schemas the server holds (key-labels.ts), never
+ * from the schema the caller sends, so writing `label: [public]` on a secret key in a request grants nothing. Each
+ * grant is compiled with the set of keys its labels allow; a request only looks its keys up in it.
  */
-import { labelsOf, parseSet, type EvalCommandInput, type RefusedCommand } from '../core/index.js';
+import { parseSet, type EvalCommandInput, type RefusedCommand } from '../core/index.js';
+import { keysWithLabels, NO_KEY_LABELS, type KeyLabels } from './key-labels.js';
 
 export interface Grant {
   /** Store names; `*` for every store. */
   stores: string[];
   /** Set path patterns: `prod/**`, `staging`, `* /eu` (without the space); `""` or `/` for the root set. */
   sets: string[];
-  /** When given (with or without `keys`), only keys carrying one of these labels, or named in `keys`, may be declared. */
+  /**
+   * When given (with or without `keys`), only keys carrying one of these labels in the server's own schemas, or named
+   * in `keys`, may be declared.
+   */
   labels?: string[];
   /** When given, only these keys (patterns with `*`) may be declared (or keys with a label of `labels`). */
   keys?: string[];
+  /** May read `GET /metrics` (without the metrics key). */
+  metrics?: boolean;
 }
 
 /** A grant compiled for matching. */
@@ -22,13 +32,18 @@ export interface CompiledGrant {
   anyStore: boolean;
   stores: ReadonlySet<string>;
   sets: RegExp[];
-  labels: ReadonlySet<string> | undefined;
+  /** The keys the grant's labels allow (from the server's schemas); undefined when the grant lists no labels. */
+  labelKeys: ReadonlySet<string> | undefined;
   keys: RegExp[] | undefined;
+  metrics: boolean;
 }
 
 export type Principal =
   | { kind: 'anonymous' | 'preshared'; subject: string | null; identity: string; grants: 'all' }
-  | { kind: 'credential' | 'jwt'; subject: string; identity: string; grants: readonly CompiledGrant[] };
+  | { kind: 'credential' | 'jwt'; subject: string; identity: string; grants: readonly CompiledGrant[]; metrics: boolean };
+
+/** Whether a principal may read `GET /metrics` when no metrics key is set: full access, or a grant that says so. */
+export const mayReadMetrics = (principal: Principal): boolean => principal.grants === 'all' || principal.metrics;
 
 const escape = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
@@ -69,7 +84,8 @@ export function compileKeyPattern(pattern: string): RegExp {
   return new RegExp(`^${pattern.split('*').map(escape).join('.*')}$`);
 }
 
-export function compileGrant(g: Grant): CompiledGrant {
+/** Compile a grant; `keyLabels` is the label table of the server's schemas (labels grant nothing without one). */
+export function compileGrant(g: Grant, keyLabels: KeyLabels = NO_KEY_LABELS): CompiledGrant {
   return {
     anyStore: g.stores.includes('*'),
     stores: new Set(g.stores),
@@ -78,8 +94,9 @@ export function compileGrant(g: Grant): CompiledGrant {
       if (!(r instanceof RegExp)) throw new TypeError(r.problem);
       return r;
     }),
-    labels: g.labels ? new Set(g.labels) : undefined,
+    labelKeys: g.labels ? keysWithLabels(keyLabels, g.labels) : undefined,
     keys: g.keys ? g.keys.map(compileKeyPattern) : g.labels ? [] : undefined,
+    metrics: g.metrics === true,
   };
 }
 
@@ -90,13 +107,14 @@ function setSubject(set: unknown): string | undefined {
   return parsed.path === '' ? '' : `/${parsed.path}`;
 }
 
+/** Every key the command declares is named by the grant's `keys` or carries one of its labels in the server's schemas. */
 function keysCovered(g: CompiledGrant, command: EvalCommandInput): boolean {
   if (!g.keys) return true;
   const keys = (command.schema as { keys?: Record<string, unknown> } | undefined)?.keys ?? {};
-  for (const [key, cfgu] of Object.entries(keys)) {
+  // The caller's declarations (its `label` included) are not read: only the key names.
+  for (const key of Object.keys(keys)) {
+    if (g.labelKeys?.has(key)) continue;
     if (g.keys.some((k) => k.test(key))) continue;
-    const labels = g.labels && cfgu && typeof cfgu === 'object' ? labelsOf(cfgu as Record<string, unknown>) : [];
-    if (g.labels && labels.some((l) => g.labels!.has(l))) continue;
     return false;
   }
   return true;

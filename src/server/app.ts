@@ -28,8 +28,9 @@ import type { LoadedConfiguration } from '../config/types.js';
 import { clientIdentity } from './auth.js';
 import { ANONYMOUS, createAuthenticator, type AuthResult } from './authenticate.js';
 import { refusedCommands, visibleStores, type Principal } from './access.js';
+import type { KeyLabels } from './key-labels.js';
 import { auditCommands, createAuditLogger, defaultStoreName } from './audit.js';
-import { rateLimitRouteConfig, registerRateLimit } from './rate-limit.js';
+import { budgetKey, rateLimitRouteConfig, registerRateLimit } from './rate-limit.js';
 import { answerConnect, answerExpectation, blankProblem, createClientErrorHandler } from './client-errors.js';
 import { Lifecycle } from './lifecycle.js';
 import { BodyCache } from './body-cache.js';
@@ -67,6 +68,11 @@ export interface BuildServerOptions {
   ready?: boolean;
   /** Where audit lines go; default: per `settings.audit` (its file, else `logger`, else stdout). */
   auditLogger?: Logger | false;
+  /**
+   * Which labels the server's own schemas give each key (loadKeyLabels in key-labels.ts, read at start-up by
+   * start.ts): the only labels scopes are judged by. Default: none, so a grant's `labels` allow no key.
+   */
+  keyLabels?: KeyLabels;
 }
 
 declare module 'fastify' {
@@ -228,7 +234,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   app.addSchema(evalCommandSchema);
   app.addSchema(problemSchema);
 
-  const authenticator = createAuthenticator(settings);
+  const authenticator = createAuthenticator(settings, options.keyLabels);
   const auditLogger = options.auditLogger === undefined ? createAuditLogger(settings.audit, logger) : options.auditLogger || undefined;
   app.decorateRequest('cfguPrincipal', null);
   app.decorateRequest('cfguAuthFailure', null);
@@ -351,7 +357,9 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   await registerRateLimit(
     app,
     settings.rateLimit,
-    (request) => request.cfguPrincipal?.subject ?? `ip:${request.ip}`,
+    // One budget per kind and identity (`credential:<name>`, `jwt:<sub>`, `preshared:<n>`, `ip:<address>`): a JWT whose
+    // `sub` is a credential's name never spends that credential's budget.
+    (request) => budgetKey(request.cfguPrincipal, request.ip),
     logger,
   );
 

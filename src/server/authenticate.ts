@@ -8,14 +8,19 @@
  *      its claims. Verified tokens are remembered by their hash until they expire (a bounded LRU), so a client that
  *      sends the same token again costs a hash and a lookup, not a signature check.
  * A failure never says why to the client (one fixed 401); the reason goes to the log.
+ *
+ * The JWKS is fetched by jose with a fetch of our own (jose's `customFetch`): the answer is read as a stream and
+ * dropped as soon as it passes `jwksMaxBytes`, and a set of more than `jwksMaxKeys` keys is refused before jose sees
+ * it. Either is a verification failure logged at error level, and the set fetched before (if any) stays in use.
  */
 import { timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { LRUCache } from 'lru-cache';
-import { createLocalJWKSet, createRemoteJWKSet, jwtVerify, type JWTPayload, type JWTVerifyGetKey } from 'jose';
+import { createLocalJWKSet, createRemoteJWKSet, customFetch, jwtVerify, type FetchImplementation, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { ConfigurationError } from '../core/errors.js';
 import { BEARER, digest } from './auth.js';
 import { compileGrant, type CompiledGrant, type Principal } from './access.js';
+import { NO_KEY_LABELS, type KeyLabels } from './key-labels.js';
 import type { JwtGrant, JwtSettings } from './access-settings.js';
 import type { ServerSettings } from './settings.js';
 
@@ -71,6 +76,8 @@ function joseReason(e: unknown): { reason: string; level?: 'warn' | 'error' } {
     case 'ERR_JWS_INVALID':
     case 'ERR_JWT_INVALID':
       return { reason: 'malformed token' };
+    case JWKS_TOO_LARGE:
+      return { reason: (e as Error).message, level: 'error' };
     case 'ERR_JWKS_TIMEOUT':
     case 'ERR_JWKS_INVALID':
       return { reason: `the JWKS could not be fetched (${err.code})`, level: 'error' };
@@ -79,17 +86,68 @@ function joseReason(e: unknown): { reason: string; level?: 'warn' | 'error' } {
   }
 }
 
+/** Code of the error a JWKS answer over the limits fails with (the message says which limit, for the log). */
+const JWKS_TOO_LARGE = 'CFGU_JWKS_TOO_LARGE';
+const tooLarge = (message: string): Error => Object.assign(new Error(message), { code: JWKS_TOO_LARGE });
+
+/**
+ * The fetch jose fetches the JWKS with: at most `maxBytes` of body are read (the rest is never downloaded), and a set
+ * of more than `maxKeys` keys is refused. A refused answer rejects jose's reload, so jose keeps the set it had.
+ */
+export function cappedJwksFetch(maxBytes: number, maxKeys: number): FetchImplementation {
+  return async (url, init) => {
+    const response = await fetch(url, init);
+    if (response.status !== 200) {
+      // jose refuses anything but 200 without reading it; neither is the body read here.
+      await response.body?.cancel().catch(() => undefined);
+      return new Response(null, { status: response.status });
+    }
+    const declared = response.headers.has('content-encoding') ? NaN : Number(response.headers.get('content-length'));
+    if (declared > maxBytes) {
+      await response.body?.cancel().catch(() => undefined);
+      throw tooLarge(`the JWKS answer is ${declared} bytes; the limit is ${maxBytes} (auth.jwt.jwksMaxBytes)`);
+    }
+    const chunks: Uint8Array[] = [];
+    let size = 0;
+    if (response.body) {
+      const reader = response.body.getReader();
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        size += value.byteLength;
+        if (size > maxBytes) {
+          await reader.cancel().catch(() => undefined);
+          throw tooLarge(`the JWKS answer is larger than ${maxBytes} bytes (auth.jwt.jwksMaxBytes); it was not read further`);
+        }
+        chunks.push(value);
+      }
+    }
+    const text = Buffer.concat(chunks, size).toString('utf8');
+    let keys: unknown;
+    try {
+      keys = (JSON.parse(text) as { keys?: unknown } | null)?.keys;
+    } catch {
+      // Not JSON: jose says so.
+    }
+    if (Array.isArray(keys) && keys.length > maxKeys) {
+      throw tooLarge(`the JWKS holds ${keys.length} keys; the limit is ${maxKeys} (auth.jwt.jwksMaxKeys)`);
+    }
+    return new Response(text, { status: 200, headers: { 'content-type': 'application/json' } });
+  };
+}
+
 interface JwtVerifier {
   verify(token: string, key: string): AuthResult | Promise<AuthResult>;
 }
 
-function createJwtVerifier(jwt: JwtSettings): JwtVerifier {
+function createJwtVerifier(jwt: JwtSettings, keyLabels: KeyLabels): JwtVerifier {
   let keys: JWTVerifyGetKey;
   if (jwt.jwksUrl) {
     keys = createRemoteJWKSet(new URL(jwt.jwksUrl), {
       cooldownDuration: jwt.jwksCooldownSeconds * 1000,
       cacheMaxAge: jwt.jwksMaxAgeSeconds * 1000,
       timeoutDuration: 5000,
+      [customFetch]: cappedJwksFetch(jwt.jwksMaxBytes, jwt.jwksMaxKeys),
     });
   } else {
     let parsed: unknown;
@@ -104,7 +162,7 @@ function createJwtVerifier(jwt: JwtSettings): JwtVerifier {
       throw new ConfigurationError('the JWKS file is not a JSON Web Key Set ({"keys": [...]})', undefined, 'auth.jwt.jwksFile');
     }
   }
-  const grants: Array<{ grant: JwtGrant; compiled: CompiledGrant }> = jwt.grants.map((g) => ({ grant: g, compiled: compileGrant(g) }));
+  const grants: Array<{ grant: JwtGrant; compiled: CompiledGrant }> = jwt.grants.map((g) => ({ grant: g, compiled: compileGrant(g, keyLabels) }));
   const cache = jwt.cacheSize > 0 ? new LRUCache<string, Principal>({ max: jwt.cacheSize }) : undefined;
   const expiries = new Map<string, number>();
   const options = {
@@ -117,7 +175,7 @@ function createJwtVerifier(jwt: JwtSettings): JwtVerifier {
 
   const principalOf = (payload: JWTPayload): Principal => {
     const granted = grants.filter(({ grant }) => claimValues(payload, grant.claim).includes(grant.value)).map((g) => g.compiled);
-    return { kind: 'jwt', subject: payload.sub!, identity: `jwt:${payload.sub}`, grants: granted };
+    return { kind: 'jwt', subject: payload.sub!, identity: `jwt:${payload.sub}`, grants: granted, metrics: granted.some((g) => g.metrics) };
   };
 
   return {
@@ -154,8 +212,11 @@ function createJwtVerifier(jwt: JwtSettings): JwtVerifier {
   };
 }
 
-/** The authenticator for the settings, or undefined when authentication is off. */
-export function createAuthenticator(settings: ServerSettings): Authenticator | undefined {
+/**
+ * The authenticator for the settings, or undefined when authentication is off. `keyLabels`: which labels the server's
+ * own schemas give each key (key-labels.ts); without it, `labels` of a grant allow no key.
+ */
+export function createAuthenticator(settings: ServerSettings, keyLabels: KeyLabels = NO_KEY_LABELS): Authenticator | undefined {
   if (!settings.auth.enabled) return undefined;
   const entries: Entry[] = [
     ...settings.auth.presharedKeys.map((k, i): Entry => {
@@ -166,11 +227,11 @@ export function createAuthenticator(settings: ServerSettings): Authenticator | u
     ...settings.auth.credentials.map(
       (c): Entry => ({
         digest: Buffer.from(c.sha256, 'hex'),
-        principal: { kind: 'credential', subject: c.name, identity: `cred:${c.name}`, grants: [compileGrant(c)] },
+        principal: { kind: 'credential', subject: c.name, identity: `cred:${c.name}`, grants: [compileGrant(c, keyLabels)], metrics: c.metrics === true },
       }),
     ),
   ];
-  const jwt = settings.auth.jwt ? createJwtVerifier(settings.auth.jwt) : undefined;
+  const jwt = settings.auth.jwt ? createJwtVerifier(settings.auth.jwt, keyLabels) : undefined;
 
   return {
     authenticate(authorization) {

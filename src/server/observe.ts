@@ -11,21 +11,23 @@
  * (./watch.ts) are evaluated through `watchEvaluation`: counted, and traced as `cfgu.watch.evaluation`.
  *
  * `GET /metrics` (and HEAD) answers in the Prometheus text format. With a metrics key set, it takes exactly that key
- * (`Authorization: Bearer <key>`) and no other; without one, it follows the server's authentication like every other
- * route. Nothing in a metric or a span is a value: labels and attributes are route patterns, methods, statuses, store
- * names, rules and counts.
+ * (`Authorization: Bearer <key>`) and no other; without one, it takes a preshared key, or a scoped credential or JWT
+ * with a grant that says `metrics: true` (any other is 403: the metrics name every store, which a scope may hide),
+ * and is open when authentication is off. Nothing in a metric or a span is a value: labels and attributes are route
+ * patterns, methods, statuses, store names, rules and counts.
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, propagation, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
-import { CfguError, ValidationError } from '../core/errors.js';
+import { CfguError, ErrorCodes, ValidationError } from '../core/errors.js';
 import { keyCount } from '../core/frozen.js';
 import type { CommandInfo, EngineObserver } from '../core/ports.js';
 import type { EvalCommandInput } from '../core/types.js';
 import type { ExpressionEvaluator, ExpressionJob, ExpressionResult, RunContext } from '../expressions/types.js';
 import type { Config, ConfigQuery, ResolvedStore, StoreResolver } from '../stores/types.js';
+import { mayReadMetrics } from './access.js';
 import { createKeyChecker } from './auth.js';
 import { ServerMetrics, useWorkerMetrics, type SandboxState, type StoreState } from './metrics.js';
-import { PROBLEM_CONTENT_TYPE, PROBLEM_TYPES, httpProblem, problem } from './problem.js';
+import { PROBLEM_CONTENT_TYPE, PROBLEM_TYPES, cfguProblem, httpProblem, problem } from './problem.js';
 import type { ServerSettings } from './settings.js';
 import { activeTracer, endWith, inSpan } from './tracing.js';
 
@@ -157,11 +159,17 @@ export function createObservation(input: ObservationInput): Observation {
         problem(401, PROBLEM_TYPES.unauthorized, 'Unauthorized', 'a valid metrics key is required (Authorization: Bearer <key>)'),
       );
       const unavailable = JSON.stringify(httpProblem(503, 'the metrics of the other workers could not be collected; retry'));
+      const forbidden = JSON.stringify(
+        cfguProblem(ErrorCodes.FORBIDDEN, 'reading /metrics needs the metrics key, a preshared key, or a scope with metrics: true'),
+      );
       const scrape = async (request: FastifyRequest, reply: FastifyReply) => {
         reply.header('cache-control', 'no-store');
         if (metricsKey && !metricsKey.check(request.headers.authorization)) {
           return reply.code(401).header('www-authenticate', 'Bearer realm="cfgu-metrics"').type(PROBLEM_CONTENT_TYPE).send(unauthorized);
         }
+        // Without a metrics key: authenticated by the server's credentials (app.ts), and only a scope that says so reads.
+        const principal = metricsKey ? null : request.cfguPrincipal;
+        if (principal && !mayReadMetrics(principal)) return reply.code(403).type(PROBLEM_CONTENT_TYPE).send(forbidden);
         let text: string;
         try {
           text = await metrics.text();

@@ -1,7 +1,8 @@
 /**
- * Per-subject rate limits on POST /export (@fastify/rate-limit), off by default. The subject is the one the audit
- * log names (credential, JWT `sub`, preshared key), or the client address without authentication. Counters live in
- * the process, or in Redis when replicas must share them. Over the limit: 429 problem+json with `Retry-After`.
+ * Per-subject rate limits on POST /export (@fastify/rate-limit), off by default. Each budget is keyed by the kind of
+ * credential and its identity (`credential:<name>`, `jwt:<sub>`, `preshared:<n>`), or the client address without
+ * authentication (`ip:<address>`), so two kinds never share one. Counters live in the process, or in Redis when
+ * replicas must share them. Over the limit: 429 problem+json with `Retry-After`.
  */
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import rateLimit from '@fastify/rate-limit';
@@ -10,6 +11,17 @@ import type { Logger } from 'pino';
 import { RateLimitedError } from '../core/index.js';
 import { redisDriver } from '../stores/drivers.js';
 import type { RateLimitSettings } from './access-settings.js';
+import type { Principal } from './access.js';
+
+/**
+ * The key of a request's budget: the principal's kind and subject, else the client address. A JWT `sub` and a
+ * credential's name may be the same text; their kinds keep their budgets apart.
+ */
+export function budgetKey(principal: Principal | null, ip: string): string {
+  if (!principal || principal.kind === 'anonymous' || principal.subject === null) return `ip:${ip}`;
+  // A preshared key's subject is already `preshared:<n>`.
+  return principal.kind === 'preshared' ? principal.subject : `${principal.kind}:${principal.subject}`;
+}
 
 /** The route option that turns the limit on for a route (`config: rateLimitRouteConfig(...)`). */
 export const rateLimitRouteConfig = (settings: RateLimitSettings) => (settings.enabled ? { rateLimit: {} } : {});

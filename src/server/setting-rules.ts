@@ -24,7 +24,7 @@ const section = <T extends z.ZodRawShape>(shape: T) => strict(shape).nullish();
 
 const leaves = <K extends string>(...names: K[]) => Object.fromEntries(names.map((n) => [n, value])) as Record<K, typeof value>;
 
-const GRANT = ['stores', 'sets', 'labels', 'keys'] as const;
+const GRANT = ['stores', 'sets', 'labels', 'keys', 'metrics'] as const;
 
 const credential = strict(leaves('name', 'sha256', ...GRANT), 'must be an object with name, sha256, stores and sets');
 const jwtGrant = strict(leaves('claim', 'value', ...GRANT), 'must be an object with claim, value, stores and sets');
@@ -40,7 +40,7 @@ export const PROXY_SETTINGS = strict({
     credentials: z.array(credential, { error: 'must be a list of credentials ({ name, sha256, stores, sets })' }).nullish(),
     jwt: section({
       ...leaves('jwksUrl', 'jwksFile', 'issuer', 'audience', 'algorithms', 'clockSkewSeconds', 'jwksCooldownSeconds'),
-      ...leaves('jwksMaxAgeSeconds', 'cacheSize'),
+      ...leaves('jwksMaxAgeSeconds', 'jwksMaxBytes', 'jwksMaxKeys', 'cacheSize'),
       grants: z.array(jwtGrant, { error: 'must be a list of grants ({ claim, value, stores, sets })' }).nullish(),
     }),
   }),

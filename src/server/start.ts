@@ -25,6 +25,7 @@ import { createLogger } from './logger.js';
 import { describeSandboxBuild } from '../expressions/isolated-vm.js';
 import { describeSqliteBuild } from '../stores/drivers.js';
 import { resolveSettings, type ServerSettings, type SettingsFlags } from './settings.js';
+import { loadKeyLabels, type KeyLabels } from './key-labels.js';
 import { startTracing } from './tracing.js';
 import { defaultConnectionsPerClient, guardConnections, openFileLimits, RESERVED_FILES } from './connections.js';
 
@@ -44,6 +45,10 @@ export interface Prepared {
   configuration: LoadedConfiguration;
   settings: ServerSettings;
   evaluator: ExpressionEvaluator;
+  /** The labels the server's own schemas give each key (for scopes with `labels`); default: none. */
+  keyLabels?: KeyLabels;
+  /** Said once in the log (`warn`) when the server starts. */
+  warnings?: string[];
 }
 
 /**
@@ -72,6 +77,8 @@ export interface Loaded {
   configuration: LoadedConfiguration;
   settings: ServerSettings;
   sandboxOptions: SandboxOptions;
+  keyLabels: KeyLabels;
+  warnings: string[];
 }
 
 /**
@@ -107,13 +114,15 @@ export async function load(input: ServeInput): Promise<Loaded> {
     file: configuration.file ?? file,
     cwd: input.cwd,
   });
-  return { file: configuration.file ?? file, configuration, settings, sandboxOptions };
+  // Scopes with labels are judged by the schemas `.configu` names: read now, so a bad one stops start-up.
+  const { table: keyLabels, warnings } = loadKeyLabels(configuration, settings);
+  return { file: configuration.file ?? file, configuration, settings, sandboxOptions, keyLabels, warnings };
 }
 
 /** The sandbox for a loaded configuration: `load()` then the evaluator that serves requests. */
 export function withSandbox(loaded: Loaded): Prepared {
-  const { file, configuration, settings, sandboxOptions } = loaded;
-  return { file, configuration, settings, evaluator: createSandboxEvaluator(sandboxOptions) };
+  const { file, configuration, settings, sandboxOptions, keyLabels, warnings } = loaded;
+  return { file, configuration, settings, evaluator: createSandboxEvaluator(sandboxOptions), keyLabels, warnings };
 }
 
 /** Find and load `.configu`, resolve the settings, start the sandbox. Throws ConfigurationError. */
@@ -153,13 +162,14 @@ export async function startServer(prepared: Prepared, hooks: StartHooks = {}, lo
   // Traces only when the OTEL_* variables ask for them (docs/operations.md); before the app, which looks for a tracer.
   const tracing = startTracing(process.env);
   for (const warning of tracing?.warnings ?? []) log.warn(warning);
+  for (const warning of prepared.warnings ?? []) log.warn(warning);
   const listenPort = pinnedPort() ?? settings.http.port;
   // Open files (Node raised the soft limit to the hard one at start): connections capped in all and per client.
   const files = openFileLimits();
   const perClient = settings.http.maxConnectionsPerClient ?? (files ? defaultConnectionsPerClient(files.soft) : 0);
   let app: FastifyInstance;
   try {
-    app = await buildServer({ registry, configuration, evaluator, settings, logger: log, lifecycle });
+    app = await buildServer({ registry, configuration, evaluator, settings, logger: log, lifecycle, ...(prepared.keyLabels ? { keyLabels: prepared.keyLabels } : {}) });
     let lastRefusalLog = 0;
     guardConnections(app.server, files ? files.soft - RESERVED_FILES : undefined, perClient, (client) => {
       // At most one line every 10 s: a client that keeps opening connections must not flood the log.

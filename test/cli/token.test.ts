@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pino, type Logger } from 'pino';
+import YAML from 'yaml';
 import { buildServer } from '../../src/server/index.js';
 import { resolveSettings } from '../../src/server/settings.js';
 import { createStoreRegistry, loadConfiguration } from '../../src/config/index.js';
@@ -61,6 +62,37 @@ test('the printed hash is the SHA-256 of the printed token, and the pasted entry
   } finally {
     await app.close();
     await registry.close();
+  }
+});
+
+test('--metrics adds metrics: true to the entry; the pasted entry reads GET /metrics, one without it gets 403', async () => {
+  const dir = tempDir();
+  const r = await runCli(['token', 'create', '--name', 'scraper', '--store', 'main', '--set', '', '--metrics'], { cwd: dir });
+  assert.equal(r.code, 0, r.stderr);
+  const [, token, , ...entryLines] = r.stdout.split('\n');
+  const sha = createHash('sha256').update(token!, 'utf8').digest('hex');
+  assert.equal(entryLines.join('\n'), `- name: scraper\n  sha256: ${sha}\n  stores:\n    - main\n  sets:\n    - ""\n  metrics: true\n`);
+  const other = 'cfgu_without-metrics-0123456789';
+  const credentials = [
+    ...(YAML.parse(entryLines.join('\n')) as object[]),
+    { name: 'plain', sha256: createHash('sha256').update(other, 'utf8').digest('hex'), stores: ['main'], sets: [''] },
+  ];
+  const settings = resolveSettings({ fileSettings: { auth: { enabled: true, credentials } }, env: {} });
+  const registry = { resolve: () => { throw new Error('not read'); }, names: () => ['main'] } as never;
+  const app = await buildServer({ registry, settings: { ...settings, workers: 1 }, logger: false, ready: true });
+  try {
+    const scrape = (bearer: string) => app.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${bearer}` } });
+    assert.equal((await scrape(token!)).statusCode, 200);
+    const refused = await scrape(other);
+    assert.equal(refused.statusCode, 403);
+    assert.deepEqual(refused.json(), {
+      type: 'urn:cfgu:problem:forbidden',
+      title: 'Forbidden',
+      status: 403,
+      detail: 'reading /metrics needs the metrics key, a preshared key, or a scope with metrics: true',
+    });
+  } finally {
+    await app.close();
   }
 });
 

@@ -38,7 +38,7 @@ describe('credentials', () => {
   test('mistakes name the property', () => {
     const cred = { name: 'ci', sha256: SHA, stores: ['main'], sets: ['staging'] };
     fails({ auth: { credentials: [{ ...cred, sha265: SHA }] } }, 'interface.proxy.auth.credentials[0].sha265',
-      'interface.proxy.auth.credentials[0].sha265: unknown property "sha265" (did you mean "sha256"? allowed here: name, sha256, stores, sets, labels, keys)');
+      'interface.proxy.auth.credentials[0].sha265: unknown property "sha265" (did you mean "sha256"? allowed here: name, sha256, stores, sets, labels, keys, metrics)');
     fails({ auth: { credentials: [{ ...cred, sha256: 'secret-token' }] } }, 'interface.proxy.auth.credentials[0].sha256',
       'interface.proxy.auth.credentials[0].sha256: must be the SHA-256 of the token as 64 hex digits (cfgu token create prints it)');
     fails({ auth: { credentials: [cred, { ...cred, sha256: 'b'.repeat(64) }] } }, 'interface.proxy.auth.credentials[1].name',
@@ -47,13 +47,15 @@ describe('credentials', () => {
       'interface.proxy.auth.credentials[0].sets: "prod//eu" is not a set pattern (it has an empty segment)');
     fails({ auth: { credentials: [{ ...cred, stores: [] }] } }, 'interface.proxy.auth.credentials[0].stores',
       'interface.proxy.auth.credentials[0].stores: must list at least one entry');
+    fails({ auth: { credentials: [{ ...cred, metrics: 'always' }] } }, 'interface.proxy.auth.credentials[0].metrics',
+      'interface.proxy.auth.credentials[0].metrics: must be true or false, got "always"');
     fails({ auth: { enabled: true } }, 'interface.proxy.auth.enabled',
       'interface.proxy.auth.enabled: authentication is enabled but no preshared key is set (CONFIGU_AUTH_PRESHARED_KEYS or interface.proxy.auth.presharedKeys), and no credential (interface.proxy.auth.credentials) or JWT issuer (interface.proxy.auth.jwt) either');
   });
 });
 
 describe('JWT', () => {
-  test('defaults: asymmetric algorithms, 30 s skew, 30 s JWKS cooldown, 10 min JWKS age, 10000 cached tokens', () => {
+  test('defaults: asymmetric algorithms, 30 s skew, 30 s JWKS cooldown, 10 min JWKS age, 1 MiB and 100 keys of JWKS, 10000 cached tokens', () => {
     const s = resolveSettings({ fileSettings: { auth: { jwt } }, file: FILE, env: {} });
     assert.deepEqual(s.auth.jwt, {
       jwksUrl: 'https://idp.example/jwks.json',
@@ -64,6 +66,8 @@ describe('JWT', () => {
       clockSkewSeconds: 30,
       jwksCooldownSeconds: 30,
       jwksMaxAgeSeconds: 600,
+      jwksMaxBytes: 1_048_576,
+      jwksMaxKeys: 100,
       cacheSize: 10_000,
       grants: [],
     });
@@ -79,7 +83,11 @@ describe('JWT', () => {
     fails({ auth: { jwt: { jwksUrl: jwt.jwksUrl, issuer: jwt.issuer } } }, 'interface.proxy.auth.jwt.jwksUrl',
       'interface.proxy.auth.jwt.jwksUrl: JWT verification needs the expected audience: CONFIGU_AUTH_JWT_AUDIENCE or interface.proxy.auth.jwt.audience');
     fails({ auth: { jwt: { ...jwt, grants: [{ claim: 'scope', valeu: 'x', stores: ['*'], sets: ['**'] }] } } }, 'interface.proxy.auth.jwt.grants[0].valeu',
-      'interface.proxy.auth.jwt.grants[0].valeu: unknown property "valeu" (did you mean "value"? allowed here: claim, value, stores, sets, labels, keys)');
+      'interface.proxy.auth.jwt.grants[0].valeu: unknown property "valeu" (did you mean "value"? allowed here: claim, value, stores, sets, labels, keys, metrics)');
+    fails({ auth: { jwt: { ...jwt, jwksMaxBytes: 100 } } }, 'interface.proxy.auth.jwt.jwksMaxBytes',
+      'interface.proxy.auth.jwt.jwksMaxBytes: must be a whole number from 1024 to 67108864, got 100');
+    fails({ auth: { jwt: { ...jwt, jwksMaxKeys: 0 } } }, 'interface.proxy.auth.jwt.jwksMaxKeys',
+      'interface.proxy.auth.jwt.jwksMaxKeys: must be a whole number from 1 to 10000, got 0');
   });
 
   test('the CONFIGU_AUTH_JWT_* variables beat the file', () => {
@@ -91,6 +99,8 @@ describe('JWT', () => {
       CONFIGU_AUTH_JWT_CLOCK_SKEW_SECONDS: '5',
       CONFIGU_AUTH_JWT_JWKS_COOLDOWN_SECONDS: '7',
       CONFIGU_AUTH_JWT_JWKS_MAX_AGE_SECONDS: '8',
+      CONFIGU_AUTH_JWT_JWKS_MAX_BYTES: '4096',
+      CONFIGU_AUTH_JWT_JWKS_MAX_KEYS: '3',
       CONFIGU_AUTH_JWT_CACHE_SIZE: '9',
     };
     const s = resolveSettings({ fileSettings: { auth: { jwt } }, file: FILE, env });
@@ -103,6 +113,8 @@ describe('JWT', () => {
       clockSkewSeconds: 5,
       jwksCooldownSeconds: 7,
       jwksMaxAgeSeconds: 8,
+      jwksMaxBytes: 4096,
+      jwksMaxKeys: 3,
       cacheSize: 9,
     });
   });

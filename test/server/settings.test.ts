@@ -118,11 +118,11 @@ describe('resolveSettings', () => {
     const hash = 'a'.repeat(64);
     const cases: Array<[unknown, string, string]> = [
       [{ http: { tls: { enabeld: true } } }, 'interface.proxy.http.tls.enabeld', 'unknown property "enabeld" (did you mean "enabled"? allowed here: enabled, cert, key)'],
-      [{ auth: { jwt: { isuer: 'x' } } }, 'interface.proxy.auth.jwt.isuer', 'unknown property "isuer" (did you mean "issuer"? allowed here: jwksUrl, jwksFile, issuer, audience, algorithms, clockSkewSeconds, jwksCooldownSeconds, jwksMaxAgeSeconds, cacheSize, grants)'],
+      [{ auth: { jwt: { isuer: 'x' } } }, 'interface.proxy.auth.jwt.isuer', 'unknown property "isuer" (did you mean "issuer"? allowed here: jwksUrl, jwksFile, issuer, audience, algorithms, clockSkewSeconds, jwksCooldownSeconds, jwksMaxAgeSeconds, jwksMaxBytes, jwksMaxKeys, cacheSize, grants)'],
       [
         { auth: { credentials: [{ name: 'a', sha256: hash, stores: ['s'], sets: [''] }, { name: 'b', sha256: hash, stores: ['s'], sets: [''], lables: ['x'] }] } },
         'interface.proxy.auth.credentials[1].lables',
-        'unknown property "lables" (did you mean "labels"? allowed here: name, sha256, stores, sets, labels, keys)',
+        'unknown property "lables" (did you mean "labels"? allowed here: name, sha256, stores, sets, labels, keys, metrics)',
       ],
       [{ watch: { extra: 1 } }, 'interface.proxy.watch.extra', 'unknown property "extra" (allowed here: maxWatchers, maxWaitSeconds, heartbeatMs, debounceMs, pollMs)'],
       [{ limits: 5 }, 'interface.proxy.limits', 'must be an object'],

@@ -4,6 +4,7 @@
  * output, that result is the pipe of this command, so `cfgu eval ... | cfgu eval ... | cfgu export` is a pipeline.
  */
 import { evaluatePipeline, setsRead, type EvalCommandInput, type EvalResult } from '../../core/index.js';
+import { setOwn } from '../../core/names.js';
 import { GLOBAL_HELP, list, parseCommandLine, rejectPositionals, splitKeyValue, str } from '../args.js';
 import { errorLines, flagError } from '../errors.js';
 import { formatEvalResult, parseEvalResult } from '../eval-format.js';
@@ -64,8 +65,9 @@ export function evalCommand(argv: string[], io: CommandIO = processIO()): Promis
     const configs: Record<string, string> = {};
     for (const text of list(v.override)) {
       const [key, value] = splitKeyValue('--override', text);
-      if (key in configs) throw flagError(`--override ${key} is given twice`);
-      configs[key] = value;
+      // An own-property check: `__proto__`, `toString` and the like are ordinary keys, not given twice.
+      if (Object.prototype.hasOwnProperty.call(configs, key)) throw flagError(`--override ${key} is given twice`);
+      setOwn(configs, key, value);
     }
     const defaultsOnly = v.defaults === true;
     if (defaultsOnly && v.store !== undefined) throw flagError('--defaults reads no store: leave out --store');

@@ -11,7 +11,7 @@ import { flagError } from '../errors.js';
 import { processIO, type CommandIO } from '../io.js';
 import { runCommand } from '../session.js';
 
-export const tokenUsage = `Usage: cfgu token create --name NAME --store STORE... --set PATTERN... [--label LABEL]... [--key KEY]...
+export const tokenUsage = `Usage: cfgu token create --name NAME --store STORE... --set PATTERN... [--label LABEL]... [--key KEY]... [--metrics]
 
 Create a scoped bearer token for the proxy. The token is printed once, with the entry to paste
 under interface.proxy.auth.credentials in .configu; the entry holds the token's SHA-256, never
@@ -25,6 +25,7 @@ Options:
                      "" or / (the root set, only when named)
   --label LABEL      only keys with this label (or named by --key); repeatable
   --key KEY          only these keys (* matches any run of characters); repeatable
+  --metrics          may also read GET /metrics (which names every store) when no metrics key is set
 
 ${GLOBAL_HELP}
 
@@ -37,6 +38,7 @@ const OPTIONS = {
   set: { type: 'string', multiple: true },
   label: { type: 'string', multiple: true },
   key: { type: 'string', multiple: true },
+  metrics: { type: 'boolean' },
 } as const;
 
 /** A new token: a prefix that says what it is (and lets secret scanners find it), then 256 random bits. */
@@ -66,6 +68,7 @@ export function tokenCommand(argv: string[], io: CommandIO = processIO()): Promi
     const entry: Record<string, unknown> = { name, sha256: createHash('sha256').update(token, 'utf8').digest('hex'), stores, sets };
     if (list(v.label).length) entry.labels = list(v.label);
     if (list(v.key).length) entry.keys = list(v.key);
+    if (v.metrics === true) entry.metrics = true;
     // The entry is checked exactly as the server will load it, so what is printed is what starts.
     try {
       resolveSettings({ fileSettings: { auth: { credentials: [entry] } }, env: {} });

@@ -4,6 +4,7 @@
  * is listed; on success a summary of what changed (key, before, after) is printed.
  */
 import { HIDDEN_MARK, parseSet, upsert, type UpsertChange } from '../../core/index.js';
+import { keyProblem, setOwn } from '../../core/names.js';
 import { GLOBAL_HELP, list, parseCommandLine, rejectPositionals, removedFlag, splitKeyValue, str } from '../args.js';
 import { flagError } from '../errors.js';
 import { processIO, type CommandIO } from '../io.js';
@@ -46,12 +47,18 @@ const OPTIONS = {
 
 const REMOVED = [removedFlag('--import', '--import was removed in v1: write the values with --kv KEY=VALUE or -k KEY -v VALUE')];
 
-/** Values from `--kv` and `-k`/`-v` tokens, in the order given. A key given twice is a usage error. */
+/**
+ * Values from `--kv` and `-k`/`-v` tokens, in the order given. A key given twice, or a name no store can hold as a key
+ * (not a ConfigKey, or a reserved word), is a usage error. `__proto__`, `constructor` and the like are ordinary keys
+ * (docs/engine.md) and are kept as own properties, never dropped.
+ */
 export function collectValues(tokens: ReadonlyArray<{ kind: string; name?: string; value?: string | undefined }>): Record<string, string> {
   const values: Record<string, string> = {};
   const put = (key: string, value: string, how: string) => {
+    const problem = keyProblem(key);
+    if (problem) throw flagError(`${how}: ${problem}`);
     if (Object.prototype.hasOwnProperty.call(values, key)) throw flagError(`key "${key}" is given twice (${how})`);
-    values[key] = value;
+    setOwn(values, key, value);
   };
   let pending: string | undefined;
   for (const t of tokens) {
