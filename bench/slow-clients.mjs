@@ -5,9 +5,13 @@
 // delay the probe's own event loop (the probe measures the server, not this script).
 //
 //   node bench/slow-clients.mjs [--connections 1000] [--duration 75] [--workers 1] [--mode body|headers] [--bin PATH]
+//                               [--nofile 1024] [--probe-from 127.0.0.2]
 //
 // --mode headers drips header lines instead of body bytes. --bin runs another build (e.g. an older checkout's
-// bin/cfgu.js) for a before/after comparison. Prints one JSON line.
+// bin/cfgu.js) for a before/after comparison. --nofile runs the server under that limit of open files, soft and hard
+// (`prlimit`, util-linux), as a container or a systemd unit often gives. --probe-from sends the /live probes from
+// another loopback address, as a health checker on another host would (the slow clients come from 127.0.0.1).
+// Prints one JSON line.
 import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
@@ -24,6 +28,8 @@ const { values: args } = parseArgs({
     workers: { type: 'string', default: '1' },
     mode: { type: 'string', default: 'body' },
     bin: { type: 'string', default: join(root, 'bin', 'cfgu.js') },
+    nofile: { type: 'string' },
+    'probe-from': { type: 'string' },
     // internal: run only the slow clients against this port, report their counts on stdout when told to stop
     'clients-for-port': { type: 'string' },
   },
@@ -101,7 +107,9 @@ async function main() {
 
   const port = await freePort();
   const env = { ...process.env, CONFIGU_LOG_ENABLED: 'false' };
-  const server = spawn(process.execPath, [args.bin, 'serve', '--config', join(dir, '.configu'), '--port', String(port), '--host', '127.0.0.1', '--workers', args.workers], {
+  const command = [process.execPath, args.bin, 'serve', '--config', join(dir, '.configu'), '--port', String(port), '--host', '127.0.0.1', '--workers', args.workers];
+  if (args.nofile) command.unshift('prlimit', `--nofile=${args.nofile}:${args.nofile}`);
+  const server = spawn(command[0], command.slice(1), {
     env,
     stdio: ['ignore', 'ignore', 'inherit'],
   });
@@ -109,7 +117,8 @@ async function main() {
   function live(timeoutMs = 2000) {
     const t0 = performance.now();
     return new Promise((resolve) => {
-      const r = request({ host: '127.0.0.1', port, path: '/live', agent: false, timeout: timeoutMs }, (res) => {
+      const from = args['probe-from'] ? { localAddress: args['probe-from'] } : {};
+      const r = request({ host: '127.0.0.1', port, path: '/live', agent: false, timeout: timeoutMs, ...from }, (res) => {
         res.resume();
         res.on('end', () => resolve({ ok: res.statusCode === 200, ms: performance.now() - t0 }));
       });
@@ -150,6 +159,8 @@ async function main() {
       connections: N,
       durationS: durationMs / 1000,
       workers: Number(args.workers),
+      nofile: args.nofile ? Number(args.nofile) : null,
+      probeFrom: args['probe-from'] ?? '127.0.0.1',
       slowConnectionsOpenedTotal: stats.opened,
       fewestOpenAtOnce: minOpen === Infinity ? null : minOpen,
       cutByServer: stats.cutByServer,
