@@ -5,18 +5,32 @@
  */
 const frozen = new WeakSet<object>();
 
-/** Freeze a JSON-like value and everything inside it; returns it. */
-export function freezeDeep<T>(value: T): T {
+/**
+ * Freeze a JSON-like value and everything inside it; returns it. Objects down to `recordDepth` levels below `value`
+ * (the value itself is level 0) are recorded as deep-frozen, so isDeepFrozen knows them; deeper ones are frozen all
+ * the same but not recorded. Recording costs a weak-set entry per object, which garbage collection pays for again
+ * and again: a request body records only the levels the engine caches by identity (pipeline, command, schema, keys,
+ * declaration), not the hundreds of thousands of arrays an override may nest. With a finite `recordDepth` the value
+ * must be a tree (what JSON.parse makes): a cycle below that depth would be walked for ever.
+ */
+export function freezeDeep<T>(value: T, recordDepth = Number.POSITIVE_INFINITY): T {
   if (value === null || typeof value !== 'object' || frozen.has(value as object)) return value;
   const stack: object[] = [value as object];
+  const depths: number[] = [0];
   while (stack.length) {
     const o = stack.pop()!;
-    if (frozen.has(o)) continue;
+    const depth = depths.pop()!;
+    if (depth <= recordDepth) {
+      if (frozen.has(o)) continue;
+      frozen.add(o);
+    }
     Object.freeze(o);
-    frozen.add(o);
     for (const k of Object.keys(o)) {
       const v = (o as Record<string, unknown>)[k];
-      if (v !== null && typeof v === 'object' && !frozen.has(v)) stack.push(v);
+      if (v !== null && typeof v === 'object' && !frozen.has(v)) {
+        stack.push(v);
+        depths.push(depth + 1);
+      }
     }
   }
   return value;

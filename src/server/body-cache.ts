@@ -8,6 +8,9 @@
 import { LRUCache } from 'lru-cache';
 import { freezeDeep } from '../core/frozen.js';
 
+/** The levels of a body recorded as deep-frozen (core/frozen.ts). */
+export const BODY_RECORD_DEPTH = 4;
+
 export class BodyCache {
   private readonly entries: LRUCache<string, object>;
   /** Lookups that found a parsed body, and lookups that did not (GET /metrics reports both). */
@@ -33,7 +36,9 @@ export class BodyCache {
   /** Freeze and keep a freshly parsed body; returns the (frozen) value. */
   add(text: string, value: unknown): unknown {
     if (value === null || typeof value !== 'object') return value;
-    freezeDeep(value);
+    // Recorded down to the declarations (pipeline 0, command 1, schema 2, keys 3, declaration 4): what the engine
+    // and the body check cache by identity. Values nested deeper are frozen without a record each.
+    freezeDeep(value, BODY_RECORD_DEPTH);
     if (text.length >= this.minBytes) this.entries.set(text, value);
     return value;
   }

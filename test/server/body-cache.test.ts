@@ -64,3 +64,22 @@ test('a body check is skipped only for a deep-frozen value that passed it before
   assert.equal(calls.filter((c) => c === loose).length, 3);
   assert.equal(wrapped.schemaEnv, undefined);
 });
+
+test('a body is frozen all through, but recorded as deep-frozen only down to its declarations (issue 31)', () => {
+  const cache = new BodyCache(1024 * 1024);
+  const text = JSON.stringify([{ schema: { keys: { K: { enum: [[1, [2]]], schema: { type: 'array' } } } }, configs: { K: [[['deep']]] } }]);
+  type Body = Array<{ schema: { keys: { K: { enum: unknown[][]; schema: object } } }; configs: { K: unknown[][][] } }>;
+  const value = cache.add(text, JSON.parse(text)) as Body;
+  const command = value[0]!;
+  const declaration = command.schema.keys.K;
+  // Recorded: what the engine and the body check cache by identity (levels 0 to 4).
+  for (const o of [value, command, command.schema, command.schema.keys, declaration, command.configs, command.configs.K, command.configs.K[0]!]) {
+    assert.ok(isDeepFrozen(o));
+  }
+  // Deeper levels: frozen, not recorded (a weak-set entry each would cost garbage collection for every nested array).
+  for (const o of [declaration.enum, declaration.enum[0]!, declaration.schema, command.configs.K[0]![0]!]) {
+    assert.ok(Object.isFrozen(o));
+    assert.equal(isDeepFrozen(o), false);
+  }
+  assert.throws(() => (command.configs.K[0]![0] as unknown[]).push('x'), TypeError);
+});
