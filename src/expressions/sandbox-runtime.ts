@@ -9,32 +9,37 @@
  * of the contract: no state survives from one job to the next, and no expression can disturb the runtime itself.
  */
 // The prelude first: its stand-ins must exist before the libraries load.
-import { noteClockOrChance, sealPrelude } from './sandbox-prelude.js';
+import { sealPrelude } from './sandbox-prelude.js';
 import _ from 'lodash';
 import validator from 'validator';
 import * as zod from 'zod';
 // @ts-expect-error chai 6 ships no type declarations (and @types/chai is not installed)
 import * as chai from 'chai';
 import { O, ArrayIsArray, defineProperty, getOwnPropertyDescriptor, ownKeys, JSONparse, JSONstringify, StringCtor } from './sandbox/intrinsics.js';
-import { JSONSchema, generation, generations } from './sandbox/json-schema.js';
+import { JSONSchema, generation, generations, lastAjv, metaAjv } from './sandbox/json-schema.js';
 import { cache } from './sandbox/compile.js';
 import { handle, partial } from './sandbox/jobs.js';
 import { deepFreeze, sealReport, verifySealed, walkReachable } from './sandbox/seal.js';
 import { warmUp, warmZod, type WarmStep } from './sandbox/warm-zod.js';
+import { guardLodash, validatorDefaults } from './sandbox/library-state.js';
 
 /** Numbers for tests (through the runtime object, which expressions cannot reach). */
 function stats(): string {
   let scopeValues = 0;
-  const values = generation.ajv.scope._values;
+  const values = lastAjv?.scope._values ?? {};
   for (const k of O.keys(values)) scopeValues += values[k]!.size;
   return JSONstringify({
     generations,
     compiles: generation.compiles,
     bytes: generation.bytes,
     cached: generation.compiled.size,
+    // What the instance of the last compile holds (each compile has its own, json-schema.ts).
     ajvScopeValues: scopeValues,
-    ajvRefs: O.keys(generation.ajv.refs).length,
-    ajvSchemas: O.keys(generation.ajv.schemas).length,
+    ajvRefs: lastAjv ? O.keys(lastAjv.refs).length : 0,
+    ajvSchemas: lastAjv ? O.keys(lastAjv.schemas).length : 0,
+    // What the meta-schema checker holds: the same from the first job to the last.
+    metaRefs: O.keys(metaAjv.refs).length,
+    metaSchemas: O.keys(metaAjv.schemas).length,
     expressionCache: { entries: cache.size, bytes: cache.bytes },
   });
 }
@@ -76,12 +81,9 @@ function seal(warm = 'full'): string {
   for (const name of ['SharedArrayBuffer', 'Atomics', 'WebAssembly', 'FinalizationRegistry', 'WeakRef', '__cfguRuntime']) {
     delete g[name];
   }
-  // `_.uniqueId` counts across jobs: its answer is not a function of the job (sandbox-prelude.ts, kept answers).
-  const uniqueId = _.uniqueId;
-  _.uniqueId = ((prefix?: string) => {
-    noteClockOrChance();
-    return uniqueId(prefix);
-  }) as typeof _.uniqueId;
+  // State the libraries keep in their closures (library-state.ts): lodash's counters, validator's shared defaults.
+  guardLodash();
+  const sharedDefaults = validatorDefaults();
   const globals: Record<string, unknown> = {
     _,
     validator,
@@ -97,7 +99,7 @@ function seal(warm = 'full'): string {
   }
   sealPrelude();
   // chai's namespace (config, util) is frozen too, although only assert/expect/should are exposed.
-  const roots = [globalThis, runtime, chai, zod, ...zodInternals];
+  const roots = [globalThis, runtime, chai, zod, ...zodInternals, ...sharedDefaults];
   deepFreeze(roots);
   const t3 = Date.now();
   sealReport.unsealed = verifySealed(roots);

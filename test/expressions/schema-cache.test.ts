@@ -20,6 +20,8 @@ interface Stats {
   ajvScopeValues: number;
   ajvRefs: number;
   ajvSchemas: number;
+  metaRefs: number;
+  metaSchemas: number;
 }
 let handle: IVM.Reference<(line: string) => string>;
 let stats: IVM.Reference<() => string>;
@@ -47,7 +49,7 @@ describe('JSON Schema cache inside the isolate', () => {
     assert.deepEqual(sealReport.unfixable, []);
   });
 
-  it('1,200 distinct schemas with $id: Ajv keeps at most one generation (500 compiles), ids never pile up', () => {
+  it('1,200 distinct schemas with $id: the cache keeps at most one generation (500 compiles), ids never pile up', () => {
     const seen: Stats[] = [];
     for (let i = 0; i < 1200; i++) {
       const schema = { $id: `https://example.test/s${i}`, type: 'object', properties: { a: { type: 'string', pattern: `^p${i}` } } };
@@ -58,8 +60,9 @@ describe('JSON Schema cache inside the isolate', () => {
     assert.ok(last.generations >= 3, JSON.stringify(last));
     for (const s of seen) {
       assert.ok(s.compiles <= 500 && s.cached <= 500, JSON.stringify(s));
-      // Only the meta-schema (and its alias) stay registered between compiles.
-      assert.ok(s.ajvRefs <= 2 && s.ajvSchemas <= 2, JSON.stringify(s));
+      // Each compile has an Ajv instance of its own: the last one holds the meta-schema, its alias and that compile's
+      // own `$id`, never an earlier one's; the meta-schema checker only the meta-schema and its alias.
+      assert.ok(s.ajvRefs <= 3 && s.ajvSchemas <= 2 && s.metaRefs <= 2 && s.metaSchemas <= 2, JSON.stringify(s));
     }
     // What Ajv holds (scope values: compiled functions, schemas, regexps) grows with one generation, then starts over.
     const peak = Math.max(...seen.map((s) => s.ajvScopeValues));
@@ -78,5 +81,20 @@ describe('JSON Schema cache inside the isolate', () => {
       assert.ok(read().bytes <= 4_000_000, JSON.stringify(read()));
     }
     assert.ok(read().generations >= start + 1);
+  });
+
+  it('the meta-schema checker holds the same after schemas that name other $schema values (pointers into it)', () => {
+    // One check first, so that what the first check registers (the meta-schema's `#` alias) is in the baseline.
+    check(`JSONSchema.validate(${JSON.stringify({ $schema: 'http://json-schema.org/draft-07/schema#', type: 'string' })}, $.value)`, 'x');
+    const start = read();
+    // Each pointer made the shared checker register and compile a validator of its own, for good.
+    const pointers = ['definitions/nonNegativeInteger', 'definitions/schemaArray', 'definitions/stringArray', 'properties/title', 'properties/minLength', 'properties/type'];
+    for (const pointer of pointers) {
+      const schema = { $schema: `http://json-schema.org/draft-07/schema#/${pointer}`, type: 'string' };
+      assert.equal((check(`JSONSchema.validate(${JSON.stringify(schema)}, $.value)`, 'x') as { t: string }).t, 'value');
+    }
+    const end = read();
+    assert.equal(end.metaRefs, start.metaRefs, JSON.stringify(end));
+    assert.equal(end.metaSchemas, start.metaSchemas, JSON.stringify(end));
   });
 });
