@@ -12,17 +12,36 @@ import { withProgress } from '../../src/cli/progress.js';
 import { collectValues } from '../../src/cli/commands/upsert.js';
 import { requireOrSkip } from '../helpers/services.js';
 
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-function fakeStream(isTTY: boolean) {
+/** A stream that records what is written; `onWrite` runs after each write (a test's condition to finish a step). */
+function fakeStream(isTTY: boolean, onWrite?: (writes: string[]) => void) {
   const writes: string[] = [];
-  return { isTTY, writes, write: (s: string) => (writes.push(s), true) } as unknown as NodeJS.WritableStream & { isTTY: boolean; writes: string[] };
+  const write = (s: string) => {
+    writes.push(s);
+    onWrite?.(writes);
+    return true;
+  };
+  return { isTTY, writes, write } as unknown as NodeJS.WritableStream & { isTTY: boolean; writes: string[] };
+}
+
+/**
+ * A step that ends when `finish` is called (conditions, not clocks, decide when a step is slow). The spinner's timers
+ * do not keep a process alive (a CLI must exit when its work is done), so the pending step holds a timer of its own
+ * that does, until it ends.
+ */
+function step<T>(): { run: () => Promise<T>; finish: (v: T) => void; fail: (e: Error) => void } {
+  let finish!: (v: T) => void;
+  let fail!: (e: Error) => void;
+  const keepAlive = setInterval(() => undefined, 60_000);
+  const promise = new Promise<T>((resolve, reject) => ((finish = resolve), (fail = reject))).finally(() => clearInterval(keepAlive));
+  return { run: () => promise, finish, fail };
 }
 
 describe('withProgress', () => {
   test('a step slower than the delay shows a spinner line on a TTY, erased at the end', async () => {
-    const s = fakeStream(true);
-    const value = await withProgress('reading store "main"', () => sleep(250).then(() => 42), s, 50);
+    // The step ends only once the spinner was drawn: slower than the delay by construction.
+    const slow = step<number>();
+    const s = fakeStream(true, () => slow.finish(42));
+    const value = await withProgress('reading store "main"', slow.run, s, 50);
     assert.equal(value, 42);
     assert.ok(s.writes.length >= 2, 'drawn at least once');
     assert.match(s.writes[0]!, /^\r\x1b\[2K. reading store "main"… 0s$/);
@@ -30,15 +49,18 @@ describe('withProgress', () => {
   });
   test('a fast step shows nothing', async () => {
     const s = fakeStream(true);
-    await withProgress('fast', () => sleep(5), s, 100);
+    // Settled before any timer can fire (a resolved promise settles in the same turn).
+    await withProgress('fast', () => Promise.resolve(), s, 100);
     assert.deepEqual(s.writes, []);
   });
   test('silent when the stream is not a TTY, even for a slow step; errors pass through', async () => {
     const s = fakeStream(false);
-    await withProgress('slow', () => sleep(120), s, 10);
+    // Slow: it ends after a timer longer than the delay has fired (timers fire in the order they expire).
+    await withProgress('slow', () => new Promise<void>((r) => setTimeout(r, 30)), s, 10);
     assert.deepEqual(s.writes, []);
-    const t = fakeStream(true);
-    await assert.rejects(withProgress('failing', () => sleep(80).then(() => Promise.reject(new Error('boom'))), t, 10), /boom/);
+    const failing = step<never>();
+    const t = fakeStream(true, () => failing.fail(new Error('boom')));
+    await assert.rejects(withProgress('failing', failing.run, t, 10), /boom/);
     assert.equal(t.writes.at(-1), '\r\x1b[2K', 'the line is erased on failure too');
   });
 });

@@ -154,7 +154,8 @@ describe('Prometheus scrapes cfgu --workers 2', { timeout: 300_000 }, () => {
       const v = q.length === 1 ? Number(q[0]!.value[1]) : NaN;
       return Number.isFinite(v) ? v : undefined;
     });
-    assert.ok(quantile > 0 && quantile <= 10, `p90 of /export: ${quantile} s`);
+    // A finite, positive quantile: the buckets were filled and Prometheus could read them (no time goal here).
+    assert.ok(quantile > 0, `p90 of /export: ${quantile} s`);
 
     await stopPrometheus();
     await exited;
