@@ -96,6 +96,8 @@ declare module 'fastify' {
     cfguKeys: number;
     /** The request's audit line is written (once per request). */
     cfguAudited: boolean;
+    /** The client's address as the request arrived (a socket the client closed has none any more). */
+    cfguAuditClient: string;
   }
   interface FastifyContextConfig {
     /** The route reads values: every request routed to it leaves exactly one audit line. */
@@ -257,6 +259,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   app.decorateRequest('cfguAuthFailure', null);
   app.decorateRequest('cfguKeys', 0);
   app.decorateRequest('cfguAudited', false);
+  app.decorateRequest('cfguAuditClient', '');
   app.decorateRequest('cfguWatch', null);
   const docsOpen = !settings.auth.enabled || settings.docs.public;
   const corsOn = settings.http.allowedOrigins.length > 0;
@@ -519,7 +522,7 @@ function installAudit(app: FastifyInstance, auditLogger: Logger, authOn: () => b
       requestId: request.id,
       subject: principal?.subject ?? null,
       auth: principal?.kind ?? null,
-      client: request.ip,
+      client: request.cfguAuditClient,
       commands: auditCommands(request.body, defaultStore),
       keys: stream ? watch.keys : status === 200 ? request.cfguKeys : 0,
       status,
@@ -532,6 +535,7 @@ function installAudit(app: FastifyInstance, auditLogger: Logger, authOn: () => b
   };
   app.addHook('onRequest', (request, reply, done) => {
     if (request.routeOptions.config.audit) {
+      request.cfguAuditClient = request.ip;
       const raw = reply.raw;
       raw.once('close', () => write(request, reply, !raw.writableFinished));
     }
