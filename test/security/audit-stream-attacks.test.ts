@@ -30,7 +30,7 @@ import type { StoreResolver } from '../../src/core/index.js';
 import type { InMemoryConfigStore } from '../../src/stores/in-memory.js';
 import { captureLog, isProblem, removeTempDirs, tempDir, writeJson, type HttpAnswer } from '../server/helpers.js';
 import { openStream, type SseStream } from '../server/sse-client.js';
-import { waitFor } from '../helpers/wait.js';
+import { HANG_GUARD_MS, waitFor, within } from '../helpers/wait.js';
 
 const sha256 = (t: string) => createHash('sha256').update(t, 'utf8').digest('hex');
 const PRESHARED = `preshared-${randomUUID()}`;
@@ -186,6 +186,8 @@ async function stream(s: Server, body: unknown, headers: Record<string, string> 
   cleanups.push(() => st.close());
   return st;
 }
+/** The stream's end (the server ended it, or the client), with a hang guard. */
+const ended = (st: SseStream) => within(st.ended, HANG_GUARD_MS);
 const answers = (st: SseStream) => st.events.filter((e) => e.event === 'message');
 
 const schema = { keys: { HOST: {} } };
@@ -307,7 +309,7 @@ describe('every route that reads values: one line each, with its outcome', () =>
     const st = await stream(s, body(), { ...bearer(PRESHARED), 'x-request-id': id });
     await waitFor('the first event', () => answers(st).length === 1);
     s.app.cfgu.lifecycle.beginShutdown();
-    await st.ended;
+    await ended(st);
     assert.deepEqual(omitMs(await lineOf(s, id)), {
       requestId: id, subject: 'preshared:1', auth: 'preshared', client: '127.0.0.1', commands: commandsOf(), keys: 1, status: 200, watch: 'stream', events: 1, ended: 'shutdown',
     });
@@ -396,7 +398,7 @@ describe('a stream or a held long poll obeys its credential for its whole life',
     const id = `expiry-${randomUUID()}`;
     const st = await stream(s, body(), { ...bearer(token), 'x-request-id': id });
     await waitFor('the first event', () => answers(st).length === 1);
-    await st.ended;
+    await ended(st);
     const endedAt = Date.now();
     assert.ok(endedAt >= exp * 1000, 'never before exp');
     const end = st.events.at(-1)!;
@@ -414,7 +416,7 @@ describe('a stream or a held long poll obeys its credential for its whole life',
     const exp = JSON.parse(Buffer.from(token.split('.')[1]!, 'base64url').toString()).exp as number;
     const st = await stream(s, body(), bearer(token));
     await waitFor('the first event', () => answers(st).length === 1);
-    await st.ended;
+    await ended(st);
     assert.ok(Date.now() >= (exp + 1) * 1000, 'never before exp + skew');
     assert.equal(st.events.at(-1)!.event, 'end');
   });
@@ -440,7 +442,7 @@ describe('a stream or a held long poll obeys its credential for its whole life',
     await waitFor('the poll is held', () => s.app.cfgu.watch.watchers === 3);
     const next = authSettings();
     s.app.cfgu.replaceCredentials({ ...s.app.cfgu.settings.auth, credentials: next.credentials.filter((c) => c.name !== 'other-team') });
-    await gone.ended;
+    await ended(gone);
     assert.equal(gone.events.at(-1)!.event, 'end');
     assert.deepEqual(JSON.parse(gone.events.at(-1)!.data), UNAUTHORIZED);
     assert.deepEqual(isProblem(await held, 401), UNAUTHORIZED);
@@ -461,7 +463,7 @@ describe('a stream or a held long poll obeys its credential for its whole life',
     const held = post(s, '/export', body(), { ...bearer(STAGING), 'if-none-match': String(first.headers.etag), prefer: 'wait=120' });
     await waitFor('the poll is held', () => s.app.cfgu.watch.watchers === 2);
     s.app.cfgu.replaceCredentials({ ...s.app.cfgu.settings.auth, credentials: credentials(['prod/**']) });
-    await st.ended;
+    await ended(st);
     const plain = isProblem(await post(s, '/export', body(), bearer(STAGING)), 403);
     assert.deepEqual(plain, {
       type: 'urn:cfgu:problem:forbidden',
@@ -486,7 +488,7 @@ describe('a stream or a held long poll obeys its credential for its whole life',
     watch.recheck = () => undefined;
     try {
       s.app.cfgu.replaceCredentials({ ...s.app.cfgu.settings.auth, credentials: credentials().filter((c) => c.name !== 'other-team') });
-      await st.ended;
+      await ended(st);
     } finally {
       watch.recheck = recheck;
     }
@@ -551,7 +553,7 @@ describe('fair limits: a per-client watcher cap below the server total', () => {
     const held = post(s, '/export', body(), { 'if-none-match': String(first.headers.etag), prefer: 'wait=120' }, '127.0.0.2');
     await waitFor('a stream and a poll held', () => s.app.cfgu.watch.watchers === 2 && answers(a1).length === 1);
     const third = await openStream(`${s.base}/export`, body(), {}, { localAddress: '127.0.0.2' });
-    await third.ended;
+    await ended(third);
     assert.equal(third.status, 429);
     assert.equal(third.headers['retry-after'], '5');
     assert.equal(third.headers['content-type'], 'application/problem+json; charset=utf-8');
@@ -578,7 +580,7 @@ describe('fair limits: a per-client watcher cap below the server total', () => {
     const a = await stream(s, body(), bearer(STAGING), { localAddress: '127.0.0.2' });
     await waitFor('first event', () => answers(a).length === 1);
     const again = await openStream(`${s.base}/export`, body(), bearer(STAGING), { localAddress: '127.0.0.3' });
-    await again.ended;
+    await ended(again);
     assert.equal(again.status, 429);
     assert.deepEqual(JSON.parse(again.body), tooMany(1));
     const other = await stream(s, body(), bearer(OTHER), { localAddress: '127.0.0.2' });
@@ -591,7 +593,7 @@ describe('fair limits: a per-client watcher cap below the server total', () => {
     const b = await stream(s, body(), {}, { localAddress: '127.0.0.3' });
     await waitFor('first events', () => answers(a).length === 1 && answers(b).length === 1);
     const c = await openStream(`${s.base}/export`, body(), {}, { localAddress: '127.0.0.4' });
-    await c.ended;
+    await ended(c);
     assert.equal(c.status, 503);
     assert.deepEqual(JSON.parse(c.body), {
       type: 'about:blank',
@@ -658,7 +660,7 @@ describe('the audit promise as a property: one line per request routed to /expor
         st.close();
       } else if (kind === 'stream') {
         const st = await openStream(`${s.base}/export`, payload, headers, { path: p.path });
-        await st.ended;
+        await ended(st);
         assert.equal(st.status, w.subject === null ? 401 : 404);
       } else if (kind === 'poll') {
         const r = await post(s, p.path, payload, { ...headers, 'if-none-match': '"stale"', prefer: 'wait=5' });
