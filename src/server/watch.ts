@@ -105,10 +105,26 @@ type State =
   | { kind: 'answer'; frame: Buffer; dataStart: number; etag: string; backupStores: string[]; keys: number }
   | { kind: 'problem'; status: number; text: string; headers: Record<string, string>; error?: unknown; frame: Buffer };
 
+/**
+ * The event bytes of each answer in use, by its tag: pipelines of different clients whose evaluations produced the
+ * same bytes (the same SHA-256) keep one Buffer between them. Nothing is shared but memory: each client's answer is
+ * still its own evaluation, and it gets exactly the bytes that evaluation produced.
+ */
+const frames = new Map<string, WeakRef<Buffer>>();
+const framesFreed = new FinalizationRegistry<string>((etag) => {
+  if (frames.get(etag)?.deref() === undefined) frames.delete(etag);
+});
+
 function answerState(body: string, keys: number, backupStores: string[]): Extract<State, { kind: 'answer' }> {
   const etag = etagOf(body);
   const head = `id: ${etag}\ndata: `;
-  return { kind: 'answer', frame: Buffer.from(`${head}${body}\n\n`, 'utf8'), dataStart: Buffer.byteLength(head), etag, backupStores, keys };
+  let frame = frames.get(etag)?.deref();
+  if (!frame) {
+    frame = Buffer.from(`${head}${body}\n\n`, 'utf8');
+    frames.set(etag, new WeakRef(frame));
+    framesFreed.register(frame, etag);
+  }
+  return { kind: 'answer', frame, dataStart: Buffer.byteLength(head), etag, backupStores, keys };
 }
 
 /** The answer's JSON bytes (a view of the event's bytes). */
