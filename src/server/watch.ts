@@ -118,9 +118,12 @@ const framesFreed = new FinalizationRegistry<string>((etag) => {
 function answerState(body: string, keys: number, backupStores: string[]): Extract<State, { kind: 'answer' }> {
   const etag = etagOf(body);
   const head = `id: ${etag}\ndata: `;
-  let frame = frames.get(etag)?.deref();
-  if (!frame) {
-    frame = Buffer.from(`${head}${body}\n\n`, 'utf8');
+  // Built every time, kept only when no equal one is in use: whether another client holds the same answer does not
+  // change the work (or its time) of this evaluation.
+  let frame: Buffer = Buffer.from(`${head}${body}\n\n`, 'utf8');
+  const kept = frames.get(etag)?.deref();
+  if (kept) frame = kept;
+  else {
     frames.set(etag, new WeakRef(frame));
     framesFreed.register(frame, etag);
   }
