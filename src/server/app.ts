@@ -11,6 +11,10 @@
  *   handler    (scope check, then engine)            -> 403, 200 (with ETag), 304, 400, 422, 503, 500
  *              watch requests (SSE, long polls)       -> watch.ts (503 beyond the watcher limit)
  *   onResponse (request log, audit line)
+ *
+ * The audit line: one per request routed to a route marked `config: { audit: true }` (a route that reads values),
+ * decided on the route that served the request, never on the text of its URL; written once, on the response, or
+ * when the response closes first (the client hung up; a stream ended): see installAudit below.
  */
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -27,9 +31,10 @@ import type { StoreResolver } from '../stores/types.js';
 import type { LoadedConfiguration } from '../config/types.js';
 import { clientIdentity } from './auth.js';
 import { ANONYMOUS, createAuthenticator, type AuthResult } from './authenticate.js';
+import { watchCredential, type AuthenticatorHolder } from './watch-access.js';
 import { refusedCommands, visibleStores, type Principal } from './access.js';
 import type { KeyLabels } from './key-labels.js';
-import { auditCommands, createAuditLogger, defaultStoreName } from './audit.js';
+import { auditCommands, createAuditLogger, defaultStoreName, type AuditRecord } from './audit.js';
 import { budgetKey, rateLimitRouteConfig, registerRateLimit } from './rate-limit.js';
 import { answerConnect, answerExpectation, blankProblem, createClientErrorHandler } from './client-errors.js';
 import { Lifecycle } from './lifecycle.js';
@@ -77,7 +82,17 @@ export interface BuildServerOptions {
 
 declare module 'fastify' {
   interface FastifyInstance {
-    cfgu: { lifecycle: Lifecycle; settings: ServerSettings; watch: WatchHub };
+    cfgu: {
+      lifecycle: Lifecycle;
+      settings: ServerSettings;
+      watch: WatchHub;
+      /**
+       * Replace the credentials (preshared keys, scoped tokens, JWT settings) without a restart: new requests use
+       * them at once, and every open stream and held long poll is checked against them now (one whose credential is
+       * gone or out of scope ends). Authentication must stay on. Throws ConfigurationError for unusable settings.
+       */
+      replaceCredentials(auth: ServerSettings['auth'], keyLabels?: KeyLabels): void;
+    };
   }
   interface FastifyRequest {
     /** Who the request is for (set by authentication; null until then, or when it failed). */
@@ -86,6 +101,14 @@ declare module 'fastify' {
     cfguAuthFailure: string | null;
     /** How many keys the export answered. */
     cfguKeys: number;
+    /** The request's audit line is written (once per request). */
+    cfguAudited: boolean;
+    /** The client's address as the request arrived (a socket the client closed has none any more). */
+    cfguAuditClient: string;
+  }
+  interface FastifyContextConfig {
+    /** The route reads values: every request routed to it leaves exactly one audit line. */
+    audit?: boolean;
   }
 }
 
@@ -187,7 +210,17 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     log: app.log,
     observer: { watchEvaluation: (c, w, run) => observation.watchEvaluation(c, w, run), watchStreamEnded: (reason) => observation.watchStreamEnded(reason) },
   });
-  app.decorate('cfgu', { lifecycle, settings, watch });
+  // The authenticator, replaceable (a reload of the credentials); streams and long polls re-check through it.
+  const auth: AuthenticatorHolder = { authenticator: createAuthenticator(settings, options.keyLabels), jwtClockSkewSeconds: settings.auth.jwt?.clockSkewSeconds ?? 0 };
+  let keyLabels = options.keyLabels;
+  const replaceCredentials = (next: ServerSettings['auth'], nextLabels: KeyLabels | undefined = keyLabels): void => {
+    if (!settings.auth.enabled || !next.enabled) throw new ConfigurationError('authentication can be turned on or off only by a restart', undefined, 'auth.enabled');
+    auth.authenticator = createAuthenticator({ ...settings, auth: next }, nextLabels);
+    keyLabels = nextLabels;
+    auth.jwtClockSkewSeconds = next.jwt?.clockSkewSeconds ?? 0;
+    watch.recheck();
+  };
+  app.decorate('cfgu', { lifecycle, settings, watch, replaceCredentials });
   app.addHook('onClose', () => watch.close());
   app.server.on('checkExpectation', answerExpectation);
   app.server.on('connect', answerConnect);
@@ -234,11 +267,13 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   app.addSchema(evalCommandSchema);
   app.addSchema(problemSchema);
 
-  const authenticator = createAuthenticator(settings, options.keyLabels);
   const auditLogger = options.auditLogger === undefined ? createAuditLogger(settings.audit, logger) : options.auditLogger || undefined;
   app.decorateRequest('cfguPrincipal', null);
   app.decorateRequest('cfguAuthFailure', null);
   app.decorateRequest('cfguKeys', 0);
+  app.decorateRequest('cfguAudited', false);
+  app.decorateRequest('cfguAuditClient', '');
+  app.decorateRequest('cfguWatch', null);
   const docsOpen = !settings.auth.enabled || settings.docs.public;
   const corsOn = settings.http.allowedOrigins.length > 0;
   const noHost = JSON.stringify(blankProblem(400, 'an HTTP/1.1 request must carry a Host header'));
@@ -258,6 +293,8 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   }
 
   observation.install(app);
+  // Before authentication: a request refused there, or whose client hangs up while it is checked, has its line too.
+  if (auditLogger) installAudit(app, auditLogger, () => auth.authenticator !== undefined, defaultStore);
   app.addHook('onRequest', (request, reply, done) => {
     lifecycle.requestStarted();
     reply.raw.once('close', () => lifecycle.requestEnded());
@@ -269,6 +306,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
       return;
     }
 
+    const authenticator = auth.authenticator;
     if (authenticator) {
       const path = pathOf(request.url);
       const open =
@@ -328,28 +366,6 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
         },
         'request',
       );
-      done();
-    });
-  }
-
-  if (auditLogger) {
-    app.addHook('onResponse', (request, reply, done) => {
-      if (pathOf(request.url) === '/export' && request.method === 'POST') {
-        const principal = request.cfguPrincipal ?? (authenticator ? null : ANONYMOUS);
-        auditLogger.info(
-          {
-            requestId: request.id,
-            subject: principal?.subject ?? null,
-            auth: principal?.kind ?? null,
-            client: request.ip,
-            commands: auditCommands(request.body, defaultStore),
-            keys: reply.statusCode === 200 ? request.cfguKeys : 0,
-            status: reply.statusCode,
-            ...(request.cfguAuthFailure ? { reason: request.cfguAuthFailure } : {}),
-          },
-          'audit',
-        );
-      }
       done();
     });
   }
@@ -419,7 +435,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
 
   app.post('/export', {
     schema: { ...exportRouteSchema, security },
-    config: rateLimitRouteConfig(settings.rateLimit),
+    config: { audit: true, ...rateLimitRouteConfig(settings.rateLimit) },
     preValidation: (request, _reply, done) => {
       // Limits first, so an oversized pipeline is 413 and never walked by the validator.
       const body = request.body;
@@ -454,8 +470,9 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
       const scope =
         principal.grants === 'all' ? undefined : (e: unknown) => (e instanceof UnknownStoreError ? new UnknownStoreError(e.store, visibleStores(principal, e.known)) : e);
       if (watch.wants(request)) {
+        const credential = watchCredential({ holder: auth, authorization: request.headers.authorization, principal, commands, defaultStore, unauthorized });
         try {
-          return await watch.serve(request, reply, commands, client, scope);
+          return await watch.serve(request, reply, commands, { client, ...(scope ? { scope } : {}), ...(credential ? { credential } : {}) });
         } catch (e) {
           throw scope ? scope(e) : e;
         }
@@ -498,4 +515,49 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   if (settings.docs.enabled) app.swagger(); // build (and cache) the document now, not on the first request
   if (options.ready) lifecycle.markReady();
   return app;
+}
+
+/**
+ * The audit: one line per request routed to a route marked `config: { audit: true }`, whatever its path's spelling
+ * (the route that served it decides, not the URL's text) and whatever its outcome. Written once (a per-request flag),
+ * at the first of: the response sent (onResponse), or the raw response closing before that (the client hung up: status
+ * 499, `ended: "client"`; a stream ended: its events, keys and why it ended).
+ */
+function installAudit(app: FastifyInstance, auditLogger: Logger, authOn: () => boolean, defaultStore: string | undefined): void {
+  const write = (request: FastifyRequest, reply: FastifyReply, closedEarly: boolean): void => {
+    if (request.cfguAudited) return;
+    request.cfguAudited = true;
+    const principal = request.cfguPrincipal ?? (authOn() ? null : ANONYMOUS);
+    const watch = request.cfguWatch;
+    const stream = watch?.kind === 'stream';
+    // A stream's status is the 200 it opened with; a request whose client hung up before its answer: 499.
+    const status = stream ? 200 : closedEarly ? 499 : reply.statusCode;
+    const ended = stream ? (watch.ended ?? 'client') : closedEarly ? 'client' : watch?.ended;
+    const line: AuditRecord = {
+      requestId: request.id,
+      subject: principal?.subject ?? null,
+      auth: principal?.kind ?? null,
+      client: request.cfguAuditClient,
+      commands: auditCommands(request.body, defaultStore),
+      keys: stream ? watch.keys : status === 200 ? request.cfguKeys : 0,
+      status,
+      ...(request.cfguAuthFailure ? { reason: request.cfguAuthFailure } : {}),
+      ...(watch ? { watch: watch.kind } : {}),
+      ...(stream ? { events: watch.events, ms: Math.round(performance.now() - watch.opened) } : {}),
+      ...(ended ? { ended } : {}),
+    };
+    auditLogger.info(line, 'audit');
+  };
+  app.addHook('onRequest', (request, reply, done) => {
+    if (request.routeOptions.config.audit) {
+      request.cfguAuditClient = request.ip;
+      const raw = reply.raw;
+      raw.once('close', () => write(request, reply, !raw.writableFinished));
+    }
+    done();
+  });
+  app.addHook('onResponse', (request, reply, done) => {
+    if (request.routeOptions.config.audit) write(request, reply, false);
+    done();
+  });
 }

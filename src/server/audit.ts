@@ -1,5 +1,6 @@
 /**
- * The audit log: one line per POST /export, whatever its outcome, saying who asked (the credential's name, the JWT's
+ * The audit log: one line per request to a route that reads values (POST /export: plain, streamed or long-polled),
+ * whatever its outcome, saying who asked (the credential's name, the JWT's
  * `sub`, `preshared:<n>` for the n-th preshared key, null without authentication), from where, for which store and
  * set of each command, how many keys were answered and the status. Never a value, an override, a token or a
  * message: the line is built from the command's store and set only.
@@ -20,6 +21,17 @@ export interface AuditRecord {
   status: number;
   /** Why authentication failed (401 only). */
   reason?: string;
+  /** A watch request: an SSE stream, or a long poll that was held. */
+  watch?: 'stream' | 'poll';
+  /** A stream: how many answer events it delivered. */
+  events?: number;
+  /** A stream: how long it was open, in ms. */
+  ms?: number;
+  /**
+   * Why the request ended otherwise than with an answer its client read: `client` (it hung up; a stream: it closed
+   * the stream), `shutdown`, `slow_client`, or its credential (`expired`, `revoked`, `scope`).
+   */
+  ended?: string;
 }
 
 /** The audit destination: a file of its own, or the server's logger, or stdout. */

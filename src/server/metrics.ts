@@ -164,7 +164,7 @@ export class ServerMetrics {
     ).byLabel('outcome');
     this.watchEnd = new CellCounter(
       'cfgu_watch_streams_ended_total',
-      'SSE streams ended, by reason (client: the client went away; shutdown: the server is stopping; slow_client: cut because the client did not read)',
+      'SSE streams ended, by reason (client: the client went away; shutdown: the server is stopping; slow_client: cut because the client did not read; expired, revoked, scope: ended by its credential)',
       ['reason'],
       r,
     ).byLabel('reason');
@@ -296,7 +296,7 @@ export class ServerMetrics {
   }
 
   /** One SSE stream ended. */
-  watchStreamEnded(reason: 'client' | 'shutdown' | 'slow_client'): void {
+  watchStreamEnded(reason: 'client' | 'shutdown' | 'slow_client' | 'expired' | 'revoked' | 'scope'): void {
     this.watchEnd(reason).value++;
   }
 

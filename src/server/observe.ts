@@ -68,8 +68,11 @@ export interface Observation {
   watchStreamEnded(reason: WatchEndReason): void;
 }
 
-/** Why an SSE stream ended: the client went away, the server is shutting down, or the client read too slowly. */
-export type WatchEndReason = 'client' | 'shutdown' | 'slow_client';
+/**
+ * Why an SSE stream ended: the client went away, the server is shutting down, the client read too slowly, or its
+ * credential ended it (the token expired, the credential is no longer accepted, its scope no longer covers the pipeline).
+ */
+export type WatchEndReason = 'client' | 'shutdown' | 'slow_client' | 'expired' | 'revoked' | 'scope';
 
 const now = (): number => performance.now();
 

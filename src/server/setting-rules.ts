@@ -54,7 +54,7 @@ export const PROXY_SETTINGS = strict({
   ),
   shutdown: section(leaves('gracePeriodSeconds', 'drainSeconds')),
   workers: value,
-  watch: section(leaves('maxWatchers', 'maxWaitSeconds', 'heartbeatMs', 'debounceMs', 'pollMs')),
+  watch: section(leaves('maxWatchers', 'maxWatchersPerClient', 'maxWaitSeconds', 'heartbeatMs', 'debounceMs', 'pollMs')),
 });
 
 /** One shape problem: the property path under `root` (`interface.proxy.http.prot`) and what is wrong there. */

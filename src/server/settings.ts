@@ -100,6 +100,11 @@ export interface ServerSettings {
 export interface WatchSettings {
   /** Most SSE streams plus held long polls one process serves at once; beyond it, 503 with Retry-After. */
   maxWatchers: number;
+  /**
+   * Most SSE streams plus held long polls one client (credential, JWT subject, preshared key, or address without
+   * authentication) holds at once on one process; beyond it, 429 with Retry-After. Never more than `maxWatchers`.
+   */
+  maxWatchersPerClient: number;
   /** Longest `Prefer: wait=N` honoured, in seconds (a larger N is cut to this). */
   maxWaitSeconds: number;
   /** Interval of the SSE heartbeat comments, in ms. */
@@ -132,7 +137,7 @@ export const DEFAULT_SETTINGS: Readonly<ServerSettings> = Object.freeze({
   limits: { bodyBytes: 1024 * 1024, commands: 50, keys: 10_000, ...DEFAULT_ENGINE_LIMITS },
   shutdown: { gracePeriodSeconds: 10, drainSeconds: 5 },
   workers: 0, // 0 = os.availableParallelism(), filled in by resolveSettings
-  watch: { maxWatchers: 10_000, maxWaitSeconds: 300, heartbeatMs: 15_000, debounceMs: 20, pollMs: 5000 },
+  watch: { maxWatchers: 10_000, maxWatchersPerClient: 100, maxWaitSeconds: 300, heartbeatMs: 15_000, debounceMs: 20, pollMs: 5000 },
 }) as ServerSettings;
 
 /** Flags of `cfgu serve` that map to settings (strings as typed; validated here). */
@@ -195,6 +200,7 @@ const ENV = {
   drain: 'CONFIGU_SHUTDOWN_DRAIN_SECONDS',
   workers: 'CONFIGU_WORKERS',
   maxWatchers: 'CONFIGU_WATCH_MAX_WATCHERS',
+  maxWatchersPerClient: 'CONFIGU_WATCH_MAX_WATCHERS_PER_CLIENT',
   maxWaitSeconds: 'CONFIGU_WATCH_MAX_WAIT_SECONDS',
   heartbeatMs: 'CONFIGU_WATCH_HEARTBEAT_MS',
   debounceMs: 'CONFIGU_WATCH_DEBOUNCE_MS',
@@ -445,6 +451,7 @@ export function resolveSettings(input: ResolveSettingsInput = {}): ServerSetting
     read(undefined, ENV[name], ['watch', name], (r, s) => toInteger(r, s, min, max), d.watch[name]);
   const watch: WatchSettings = {
     maxWatchers: watchSetting('maxWatchers', 0, 10_000_000),
+    maxWatchersPerClient: watchSetting('maxWatchersPerClient', 1, 10_000_000),
     maxWaitSeconds: watchSetting('maxWaitSeconds', 1, 86_400),
     heartbeatMs: watchSetting('heartbeatMs', 10, 3_600_000),
     debounceMs: watchSetting('debounceMs', 0, 60_000),

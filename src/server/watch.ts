@@ -3,9 +3,16 @@
  * and Server-Sent Events streams (`Accept: text/event-stream`). The rules are described in docs/server.md,
  * "Watching for changes".
  *
- * One WatchHub per process. Watchers of the same pipeline (the same request body) share one `Pipeline`: it is
- * evaluated once at first, then once per change notice (notices within `debounceMs` coalesced), and every watcher
- * gets the result. Each store a watched pipeline reads has one change feed per process (ResolvedStore.watch, or a
+ * One WatchHub per process. Watchers of the same pipeline (the same request body) from the same client (the identity
+ * the sandbox queues by: credential, JWT subject, preshared key, or address without authentication) share one
+ * `Pipeline`: it is evaluated once at first, then once per change notice (notices within `debounceMs` coalesced),
+ * and each of that client's watchers gets the result. Nothing evaluated for one client is handed to another, and no
+ * client can learn that another watches the same body: pipelines are keyed by client and body.
+ *
+ * A watcher obeys its credential for its whole life (./watch-access.ts): a stream ends with an `end` event, a held
+ * long poll is answered 401 or 403, when the token expires, is no longer accepted, or its scope no longer covers the
+ * pipeline. Each watcher's answer is kept once per pipeline as the bytes of its SSE event (a Buffer every stream of the
+ * pipeline writes as is, and long polls answer a slice of), never copied per stream. Each store a watched pipeline reads has one change feed per process (ResolvedStore.watch, or a
  * periodic re-evaluation every `pollMs` for a kind without one); a notice re-evaluates only the pipelines that read
  * one of the notice's sets (a set or one of its descendants: a pipeline of set `prod/eu` reads `prod` and the root).
  */
@@ -20,6 +27,27 @@ import type { Lifecycle } from './lifecycle.js';
 import type { Engine, WatchEndReason } from './observe.js';
 import { httpProblem, PROBLEM_CONTENT_TYPE, toProblem } from './problem.js';
 import type { ServerSettings } from './settings.js';
+import type { CredentialVerdict, WatchCredential } from './watch-access.js';
+
+/** What the audit line of a watch request says about the watch (set by the hub, read by the app's audit). */
+export interface WatchRecord {
+  kind: 'stream' | 'poll';
+  /** Answer events a stream delivered (error events and comments not counted). */
+  events: number;
+  /** Keys of the last answer a stream delivered. */
+  keys: number;
+  /** Why the server ended the watch (unset: answered as usual, or, for a stream, the client went away). */
+  ended?: WatchEndReason;
+  /** performance.now() when the stream opened. */
+  opened: number;
+}
+
+declare module 'fastify' {
+  interface FastifyRequest {
+    /** Set when the request became a watch (a stream, or a long poll that was held). */
+    cfguWatch: WatchRecord | null;
+  }
+}
 
 /** A strong entity tag of an answer: a digest of its exact bytes. */
 export function etagOf(body: string): string {
@@ -55,7 +83,7 @@ export function wantsStream(accept: string | undefined): boolean {
 }
 
 /** Answer a 200 with its ETag, or 304 without a body when `If-None-Match` names it. */
-export function sendAnswer(request: FastifyRequest, reply: FastifyReply, body: string, etag: string, backupStores: readonly string[]): FastifyReply {
+export function sendAnswer(request: FastifyRequest, reply: FastifyReply, body: string | Buffer, etag: string, backupStores: readonly string[]): FastifyReply {
   if (backupStores.length) reply.header('x-configu-backup', headerSafe(backupStores));
   reply.header('cache-control', 'no-store');
   reply.header('etag', etag);
@@ -68,28 +96,73 @@ export function sendAnswer(request: FastifyRequest, reply: FastifyReply, body: s
 export const headerSafe = (names: readonly string[]): string =>
   names.map((n) => (/^[\x21-\x7e]+$/.test(n) && !n.includes(',') ? n : encodeURIComponent(n))).join(', ');
 
+/**
+ * The current answer of a pipeline, kept once: the UTF-8 bytes of its SSE event (`id: <tag>\ndata: <answer>\n\n`),
+ * which every stream writes as is (a socket that cannot take it at once holds a reference, not a copy), and from which
+ * a long poll answers the `<answer>` slice.
+ */
 type State =
-  | { kind: 'answer'; body: string; etag: string; backupStores: string[] }
-  | { kind: 'problem'; status: number; text: string; headers: Record<string, string>; error?: unknown };
+  | { kind: 'answer'; frame: Buffer; dataStart: number; etag: string; backupStores: string[]; keys: number }
+  | { kind: 'problem'; status: number; text: string; headers: Record<string, string>; error?: unknown; frame: Buffer };
+
+/**
+ * The event bytes of each answer in use, by its tag: pipelines of different clients whose evaluations produced the
+ * same bytes (the same SHA-256) keep one Buffer between them. Nothing is shared but memory: each client's answer is
+ * still its own evaluation, and it gets exactly the bytes that evaluation produced.
+ */
+const frames = new Map<string, WeakRef<Buffer>>();
+const framesFreed = new FinalizationRegistry<string>((etag) => {
+  if (frames.get(etag)?.deref() === undefined) frames.delete(etag);
+});
+
+function answerState(body: string, keys: number, backupStores: string[]): Extract<State, { kind: 'answer' }> {
+  const etag = etagOf(body);
+  const head = `id: ${etag}\ndata: `;
+  // Built every time, kept only when no equal one is in use: whether another client holds the same answer does not
+  // change the work (or its time) of this evaluation.
+  let frame: Buffer = Buffer.from(`${head}${body}\n\n`, 'utf8');
+  const kept = frames.get(etag)?.deref();
+  if (kept) frame = kept;
+  else {
+    frames.set(etag, new WeakRef(frame));
+    framesFreed.register(frame, etag);
+  }
+  return { kind: 'answer', frame, dataStart: Buffer.byteLength(head), etag, backupStores, keys };
+}
+
+/** The answer's JSON bytes (a view of the event's bytes). */
+const bodyOf = (s: Extract<State, { kind: 'answer' }>): Buffer => s.frame.subarray(s.dataStart, s.frame.length - 2);
 
 /** What a watcher last received: the answer's ETag, or the text of the error event. */
 const markOf = (s: State): string => (s.kind === 'answer' ? s.etag : `problem:${s.text}`);
-
-/** The SSE event of a state: the answer with its tag as `id:`, or an `error` event with the problem body. */
-const frameOf = (s: State): string => (s.kind === 'answer' ? `id: ${s.etag}\ndata: ${s.body}\n\n` : `event: error\ndata: ${s.text}\n\n`);
 
 interface Stream {
   pipeline: Pipeline;
   res: FastifyReply['raw'];
   last: string;
-  /** Set when the server ends the stream (else the client went away). */
-  endedBy?: WatchEndReason;
+  record: WatchRecord;
+  credential: WatchCredential | undefined;
+  /** The expiry timer of a credential that expires. */
+  timer?: NodeJS.Timeout;
+  /** Deliveries waiting for an asynchronous credential check, in order. */
+  chain?: Promise<void>;
+  closed: boolean;
 }
+
+type PollOutcome = State | 'unchanged' | CredentialVerdict;
 
 interface Poll {
   tag: string;
-  finish(state: State | 'unchanged'): void;
+  record: WatchRecord;
+  finish(outcome: PollOutcome): void;
+  /** Check the credential again (a reload of the credentials); answers the poll when it no longer admits it. */
+  recheck(): void;
 }
+
+const isVerdict = (o: PollOutcome): o is CredentialVerdict => typeof o === 'object' && 'reason' in o;
+
+/** The longest delay setTimeout takes (about 24.8 days); a later expiry re-arms the timer. */
+const MAX_TIMER_MS = 2 ** 31 - 1;
 
 /** Buffered bytes beyond which a stream whose client does not read is cut (it reconnects and resumes). */
 const MAX_BUFFERED = 1024 * 1024;
@@ -122,8 +195,8 @@ class Pipeline {
     this.hub.stats.evaluations++;
     let state: State;
     try {
-      const { text: body, backupStores } = await this.hub.evaluate(this.commands, this.client, this.watchers);
-      state = { kind: 'answer', body, etag: etagOf(body), backupStores };
+      const { text: body, keys, backupStores } = await this.hub.evaluate(this.commands, this.client, this.watchers);
+      state = answerState(body, keys, backupStores);
     } catch (e) {
       state = this.hub.problemState(e, 'watched pipeline evaluation failed');
     }
@@ -147,11 +220,11 @@ class Pipeline {
   tell(state: State): void {
     if (!this.streams.size) return;
     const mark = markOf(state);
-    const frame = frameOf(state);
     for (const s of this.streams) {
       if (s.last === mark) continue;
       s.last = mark;
-      this.hub.write(s, frame);
+      // Each delivery checks the stream's credential first (./watch-access.ts).
+      this.hub.guarded(s, () => this.hub.send(s, state));
     }
   }
 
@@ -183,6 +256,16 @@ export interface WatchHubOptions {
 /** A scoped credential's view of an error (e.g. an unknown store's list cut to the stores it may name). */
 export type ErrorScope = (e: unknown) => unknown;
 
+/** What the route knows of a watch request: for whom it runs, its error scope, and its credential (auth on). */
+export interface WatchContext {
+  /** The client identity: the sandbox queue, the pipeline key, and the per-client watcher count. */
+  client: string;
+  /** A scoped credential's view of an error (the plain request's). */
+  scope?: ErrorScope;
+  /** The request's credential, checked again for the watch's whole life; undefined without authentication. */
+  credential?: WatchCredential;
+}
+
 export class WatchHub {
   readonly registry: StoreResolver;
   readonly evaluator: ExpressionEvaluator | undefined;
@@ -195,6 +278,8 @@ export class WatchHub {
   private readonly pipelines = new Map<string, Pipeline>();
   private readonly feeds = new Map<string, StoreFeed>();
   private readonly streams = new Set<Stream>();
+  /** Watchers (and watchers being set up) per client identity. */
+  private readonly perClient = new Map<string, number>();
   private reserved = 0;
   private heartbeat: NodeJS.Timeout | undefined;
 
@@ -220,6 +305,16 @@ export class WatchHub {
     return this.reserved;
   }
 
+  /** The watchers one client holds (tests). */
+  watchersOf(client: string): number {
+    return this.perClient.get(client) ?? 0;
+  }
+
+  /** Pipelines kept (tests: one per client and body). */
+  get pipelineCount(): number {
+    return this.pipelines.size;
+  }
+
   /** A pipeline is waiting for its debounce or being evaluated (tests: nothing pending after an unrelated change). */
   get pending(): boolean {
     for (const p of this.pipelines.values()) if (p.debouncer.pending) return true;
@@ -242,14 +337,16 @@ export class WatchHub {
     const { problem, headers, log } = toProblem(e, 'watch');
     if (log === 'error') this.log.error({ err: e }, message);
     else if (log === 'warn') this.log.warn({ err: { type: (e as Error)?.name, message: (e as Error)?.message } }, message);
-    return { kind: 'problem', status: problem.status, text: JSON.stringify(problem), headers: headers ?? {}, error: e };
+    const text = JSON.stringify(problem);
+    return { kind: 'problem', status: problem.status, text, headers: headers ?? {}, error: e, frame: Buffer.from(`event: error\ndata: ${text}\n\n`, 'utf8') };
   }
 
   /**
-   * Serve a watch request (the route checked auth, the body and its limits already). `scope` rewrites an error the
-   * way the plain request would (the pipeline, and so its first answer, is shared by every client that watches it).
+   * Serve a watch request (the route checked auth, the body, its limits and its scope already). `context.scope`
+   * rewrites an error the way the plain request would.
    */
-  async serve(request: FastifyRequest, reply: FastifyReply, commands: EvalCommandInput[], client: string, scope?: ErrorScope): Promise<FastifyReply> {
+  async serve(request: FastifyRequest, reply: FastifyReply, commands: EvalCommandInput[], context: WatchContext): Promise<FastifyReply> {
+    const { client, scope, credential } = context;
     const stream = wantsStream(request.headers.accept);
     const wait = this.waitOf(request);
     if (this.lifecycle.stopping || this.closed) {
@@ -261,12 +358,23 @@ export class WatchHub {
       const body = httpProblem(503, `this server already serves its maximum of ${max} watchers; retry later or elsewhere`);
       return sendProblem(reply, 503, JSON.stringify(body), { 'retry-after': '5' });
     }
+    // Each client's share: one client holding its maximum leaves the rest of the server's watchers to the others.
+    const perClient = this.settings.watch.maxWatchersPerClient;
+    const held = this.perClient.get(client) ?? 0;
+    if (held >= perClient) {
+      const body = httpProblem(429, `this client already holds its maximum of ${perClient} watchers (streams and long polls); close one, or retry later`);
+      return sendProblem(reply, 429, JSON.stringify(body), { 'retry-after': '5' });
+    }
     this.reserved++;
+    this.perClient.set(client, held + 1);
     let released = false;
     const release = () => {
       if (released) return;
       released = true;
       this.reserved--;
+      const n = (this.perClient.get(client) ?? 1) - 1;
+      if (n > 0) this.perClient.set(client, n);
+      else this.perClient.delete(client);
     };
     const pipeline = this.pipelineFor(commands, client);
     const first = pipeline.state === undefined;
@@ -276,6 +384,14 @@ export class WatchHub {
       /* evaluate() never rejects */
     }
     const state = pipeline.state!;
+    // The credential may have expired (or been removed) while the first answer was evaluated: answered as a plain
+    // request would be now.
+    const verdict = credential ? await credential.check() : true;
+    if (verdict !== true) {
+      release();
+      this.forget(pipeline);
+      return sendProblem(reply, verdict.status, verdict.text, verdict.headers);
+    }
     if (this.lifecycle.stopping || this.closed || (first && state.kind === 'problem') || (!stream && state.kind === 'problem')) {
       release();
       this.forget(pipeline);
@@ -287,21 +403,24 @@ export class WatchHub {
         }
         return sendProblem(reply, state.status, state.text, state.headers);
       }
-      return sendAnswer(request, reply, state.body, state.etag, state.backupStores);
+      request.cfguKeys = state.keys;
+      return sendAnswer(request, reply, bodyOf(state), state.etag, state.backupStores);
     }
-    if (stream) return this.openStream(request, reply, pipeline, state, release);
-    await this.hold(request, reply, pipeline, state, wait!, release);
+    if (stream) return this.openStream(request, reply, pipeline, state, release, credential);
+    await this.hold(request, reply, pipeline, state, wait!, release, credential);
     return reply;
   }
 
   /** A watch request while shutting down: one plain answer (a long poll answers at once). */
   private async answerOnce(request: FastifyRequest, reply: FastifyReply, commands: EvalCommandInput[], client: string): Promise<FastifyReply> {
-    const { text: body, backupStores } = await this.evaluate(commands, client, 0);
+    const { text: body, keys, backupStores } = await this.evaluate(commands, client, 0);
+    request.cfguKeys = keys;
     return sendAnswer(request, reply, body, etagOf(body), backupStores);
   }
 
+  /** The pipeline of this client and body (never another client's: its answers and its timing are that client's). */
   private pipelineFor(commands: EvalCommandInput[], client: string): Pipeline {
-    const key = createHash('sha256').update(JSON.stringify(commands)).digest('base64url');
+    const key = createHash('sha256').update(client).update('\0').update(JSON.stringify(commands)).digest('base64url');
     let p = this.pipelines.get(key);
     if (!p) {
       p = new Pipeline(this, key, commands, client);
@@ -362,7 +481,7 @@ export class WatchHub {
     return f;
   }
 
-  private openStream(request: FastifyRequest, reply: FastifyReply, pipeline: Pipeline, state: State, release: () => void): FastifyReply {
+  private openStream(request: FastifyRequest, reply: FastifyReply, pipeline: Pipeline, state: State, release: () => void, credential: WatchCredential | undefined): FastifyReply {
     reply.hijack();
     const res = reply.raw;
     const headers: Record<string, string | number | string[]> = {};
@@ -371,82 +490,192 @@ export class WatchHub {
     headers['cache-control'] = 'no-store';
     headers['x-accel-buffering'] = 'no';
     res.writeHead(200, headers);
-    const s: Stream = { pipeline, res, last: '' };
-    const opened = performance.now();
+    const record: WatchRecord = { kind: 'stream', events: 0, keys: 0, opened: performance.now() };
+    request.cfguWatch = record;
+    const s: Stream = { pipeline, res, last: '', record, credential, closed: false };
     const lastId = request.headers['last-event-id'];
     if (state.kind === 'answer' && lastId === state.etag) {
       s.last = state.etag;
       res.write(': resumed\n\n'); // nothing changed since the client's last event
     } else {
       s.last = markOf(state);
-      res.write(frameOf(state));
+      this.send(s, state);
     }
     pipeline.streams.add(s);
     this.streams.add(s);
     this.startHeartbeat();
+    if (credential?.expiresAt !== undefined) this.armExpiry(s, credential.expiresAt);
     res.once('close', () => {
+      s.closed = true;
+      if (s.timer) clearTimeout(s.timer);
       pipeline.streams.delete(s);
       this.streams.delete(s);
       release();
       this.forget(pipeline);
       if (!this.streams.size) this.stopHeartbeat();
       // The stream's own line (its request line was never written: the reply was hijacked); off with request lines.
-      const reason = s.endedBy ?? 'client';
+      const reason = record.ended ?? 'client';
       this.observer?.watchStreamEnded(reason);
-      request.log.info({ method: request.method, path: '/export', status: 200, reason, ms: Math.round((performance.now() - opened) * 100) / 100 }, 'watch stream ended');
+      request.log.info({ method: request.method, path: '/export', status: 200, reason, ms: Math.round((performance.now() - record.opened) * 100) / 100 }, 'watch stream ended');
     });
     return reply;
   }
 
+  /** End the stream at its credential's expiry (a timer per stream; a later expiry than setTimeout takes re-arms). */
+  private armExpiry(s: Stream, expiresAt: number): void {
+    const left = expiresAt - Date.now();
+    s.timer = setTimeout(
+      () => {
+        if (s.closed) return;
+        if (Date.now() < expiresAt) return this.armExpiry(s, expiresAt);
+        this.endFor(s, s.credential!.expired());
+      },
+      Math.max(0, Math.min(left, MAX_TIMER_MS)),
+    );
+  }
+
+  /**
+   * Run `action` (a delivery, a heartbeat) once the stream's credential is checked again: when it no longer admits
+   * the stream, the stream ends instead. Deliveries keep their order while a check is asynchronous (a JWT verified
+   * again).
+   */
+  guarded(s: Stream, action: () => void): void {
+    const credential = s.credential;
+    if (!credential) return action();
+    const step = (verdict: true | CredentialVerdict): void => {
+      if (s.closed || s.res.destroyed) return;
+      if (verdict === true) action();
+      else this.endFor(s, verdict);
+    };
+    if (s.chain) {
+      s.chain = s.chain.then(() => {
+        const v = credential.check();
+        return v instanceof Promise ? v.then(step) : step(v);
+      });
+      return;
+    }
+    const v = credential.check();
+    if (!(v instanceof Promise)) return step(v);
+    const chain: Promise<void> = v.then(step).finally(() => {
+      if (s.chain === chain) s.chain = undefined;
+    });
+    s.chain = chain;
+  }
+
+  /** End a stream whose credential no longer admits it: a last `end` event with the problem a plain request gets. */
+  private endFor(s: Stream, verdict: CredentialVerdict): void {
+    if (s.closed || s.res.destroyed || s.res.writableEnded) return;
+    s.record.ended ??= verdict.reason;
+    s.res.end(`event: end\ndata: ${verdict.text}\n\n`);
+  }
+
+  /** Write a state's event to a stream, counting the answers it delivered. */
+  send(s: Stream, state: State): void {
+    if (!this.write(s, state.frame)) return;
+    if (state.kind === 'answer') {
+      s.record.events++;
+      s.record.keys = state.keys;
+    }
+  }
+
   /** Hold a long poll until the answer differs from the client's tag, or `wait` seconds pass; resolves once answered. */
-  private hold(request: FastifyRequest, reply: FastifyReply, pipeline: Pipeline, state: State, wait: number, release: () => void): Promise<void> {
+  private hold(request: FastifyRequest, reply: FastifyReply, pipeline: Pipeline, state: State, wait: number, release: () => void, credential: WatchCredential | undefined): Promise<void> {
     const tag = String(request.headers['if-none-match']);
     if (state.kind === 'answer' && !noneMatchHits(tag, state.etag)) {
       release();
       this.forget(pipeline);
-      sendAnswer(request, reply, state.body, state.etag, state.backupStores);
+      request.cfguKeys = state.keys;
+      sendAnswer(request, reply, bodyOf(state), state.etag, state.backupStores);
       return Promise.resolve();
     }
+    const record: WatchRecord = { kind: 'poll', events: 0, keys: 0, opened: performance.now() };
+    request.cfguWatch = record;
     return new Promise<void>((resolve) => {
+      const answer = (outcome: PollOutcome): void => {
+        if (outcome === 'unchanged') {
+          reply.header('cache-control', 'no-store');
+          if (state.kind === 'answer') reply.header('etag', state.etag);
+          reply.code(304).send();
+        } else if (isVerdict(outcome)) {
+          record.ended ??= outcome.reason;
+          sendProblem(reply, outcome.status, outcome.text, outcome.headers);
+        } else if (outcome.kind === 'problem') {
+          sendProblem(reply, outcome.status, outcome.text, outcome.headers);
+        } else {
+          request.cfguKeys = outcome.keys;
+          sendAnswer(request, reply, bodyOf(outcome), outcome.etag, outcome.backupStores);
+        }
+        resolve();
+      };
       const poll: Poll = {
         tag: state.kind === 'answer' ? state.etag : '',
+        record,
         finish: (outcome) => {
           if (!pipeline.polls.delete(poll)) return;
           clearTimeout(timer);
+          if (expiry) clearTimeout(expiry);
           release();
           this.forget(pipeline);
-          if (outcome === 'unchanged') {
-            reply.header('cache-control', 'no-store');
-            if (state.kind === 'answer') reply.header('etag', state.etag);
-            reply.code(304).send();
-          } else if (outcome.kind === 'problem') {
-            sendProblem(reply, outcome.status, outcome.text, outcome.headers);
-          } else {
-            sendAnswer(request, reply, outcome.body, outcome.etag, outcome.backupStores);
+          // A new answer (or problem) goes out only if the credential still admits it.
+          if (credential && outcome !== 'unchanged' && !isVerdict(outcome)) {
+            const v = credential.check();
+            if (v instanceof Promise) void v.then((r) => answer(r === true ? outcome : r));
+            else answer(v === true ? outcome : v);
+            return;
           }
-          resolve();
+          answer(outcome);
+        },
+        recheck: () => {
+          if (!credential) return;
+          const v = credential.check();
+          const apply = (r: true | CredentialVerdict) => {
+            if (r !== true) poll.finish(r);
+          };
+          if (v instanceof Promise) void v.then(apply);
+          else apply(v);
         },
       };
       const timer = setTimeout(() => poll.finish('unchanged'), wait * 1000);
+      // A held poll whose token expires is answered 401 at that instant, as a plain request would be.
+      let expiry: NodeJS.Timeout | undefined;
+      const at = credential?.expiresAt;
+      if (at !== undefined) {
+        const arm = (): void => {
+          expiry = setTimeout(() => (Date.now() < at ? arm() : poll.finish(credential!.expired())), Math.max(0, Math.min(at - Date.now(), MAX_TIMER_MS)));
+        };
+        arm();
+      }
       pipeline.polls.add(poll);
       reply.raw.once('close', () => poll.finish('unchanged'));
     });
   }
 
-  write(s: Stream, frame: string): void {
-    if (s.res.destroyed) return;
+  /** Write to a stream unless it is gone; a stream whose client does not read is cut (`slow_client`). */
+  write(s: Stream, frame: Buffer | string): boolean {
+    if (s.res.destroyed || s.res.writableEnded) return false;
     if (s.res.writableLength > MAX_BUFFERED) {
-      s.endedBy ??= 'slow_client';
+      s.record.ended ??= 'slow_client';
       s.res.destroy();
-      return;
+      return false;
     }
     s.res.write(frame);
+    return true;
+  }
+
+  /**
+   * Check every watcher's credential again now (the app's credentials were reloaded): streams whose credential is
+   * gone or out of scope end, such long polls are answered 401 or 403.
+   */
+  recheck(): void {
+    for (const s of [...this.streams]) this.guarded(s, () => undefined);
+    for (const p of [...this.pipelines.values()]) for (const poll of [...p.polls]) poll.recheck();
   }
 
   private startHeartbeat(): void {
     if (this.heartbeat) return;
     this.heartbeat = setInterval(() => {
-      for (const s of this.streams) this.write(s, ': heartbeat\n\n');
+      // Each heartbeat checks the stream's credential too.
+      for (const s of this.streams) this.guarded(s, () => void this.write(s, ': heartbeat\n\n'));
     }, this.settings.watch.heartbeatMs);
     this.heartbeat.unref();
   }
@@ -459,10 +688,15 @@ export class WatchHub {
   /** Shutdown began: end every stream (clients reconnect elsewhere) and answer every long poll with 304 now. */
   drain(): void {
     for (const s of [...this.streams]) {
-      s.endedBy ??= 'shutdown';
+      s.record.ended ??= 'shutdown';
       s.res.end();
     }
-    for (const p of this.pipelines.values()) for (const poll of [...p.polls]) poll.finish('unchanged');
+    for (const p of this.pipelines.values()) {
+      for (const poll of [...p.polls]) {
+        poll.record.ended ??= 'shutdown';
+        poll.finish('unchanged');
+      }
+    }
   }
 
   /** Stop everything: streams, polls, timers, store feeds. */

@@ -57,6 +57,7 @@ describe('environment variables beat interface.proxy in .configu', () => {
     ['CONFIGU_SHUTDOWN_DRAIN_SECONDS', '0', (s) => s.shutdown.drainSeconds, 0],
     ['CONFIGU_WORKERS', '1', (s) => s.workers, 1],
     ['CONFIGU_WATCH_MAX_WATCHERS', '7', (s) => s.watch.maxWatchers, 7],
+    ['CONFIGU_WATCH_MAX_WATCHERS_PER_CLIENT', '3', (s) => s.watch.maxWatchersPerClient, 3],
     ['CONFIGU_WATCH_MAX_WAIT_SECONDS', '30', (s) => s.watch.maxWaitSeconds, 30],
     ['CONFIGU_WATCH_HEARTBEAT_MS', '500', (s) => s.watch.heartbeatMs, 500],
     ['CONFIGU_WATCH_DEBOUNCE_MS', '5', (s) => s.watch.debounceMs, 5],

@@ -60,7 +60,7 @@ describe('resolveSettings', () => {
       },
       shutdown: { gracePeriodSeconds: 10, drainSeconds: 5 },
       workers: availableParallelism(),
-      watch: { maxWatchers: 10_000, maxWaitSeconds: 300, heartbeatMs: 15_000, debounceMs: 20, pollMs: 5000 },
+      watch: { maxWatchers: 10_000, maxWatchersPerClient: 100, maxWaitSeconds: 300, heartbeatMs: 15_000, debounceMs: 20, pollMs: 5000 },
     });
   });
 
@@ -124,7 +124,7 @@ describe('resolveSettings', () => {
         'interface.proxy.auth.credentials[1].lables',
         'unknown property "lables" (did you mean "labels"? allowed here: name, sha256, stores, sets, labels, keys, metrics)',
       ],
-      [{ watch: { extra: 1 } }, 'interface.proxy.watch.extra', 'unknown property "extra" (allowed here: maxWatchers, maxWaitSeconds, heartbeatMs, debounceMs, pollMs)'],
+      [{ watch: { extra: 1 } }, 'interface.proxy.watch.extra', 'unknown property "extra" (allowed here: maxWatchers, maxWatchersPerClient, maxWaitSeconds, heartbeatMs, debounceMs, pollMs)'],
       [{ limits: 5 }, 'interface.proxy.limits', 'must be an object'],
       [{ auth: { credentials: 'x' } }, 'interface.proxy.auth.credentials', 'must be a list of credentials ({ name, sha256, stores, sets })'],
       [{ auth: { jwt: { grants: ['x'] } } }, 'interface.proxy.auth.jwt.grants[0]', 'must be an object with claim, value, stores and sets'],

@@ -22,13 +22,19 @@ export interface SseStream {
   close(): void;
 }
 
-/** POST `body` to `url` with `Accept: text/event-stream`; resolves once the response headers arrive. */
-export function openStream(url: string, body: unknown, headers: Record<string, string> = {}): Promise<SseStream> {
+/**
+ * POST `body` to `url` with `Accept: text/event-stream`; resolves once the response headers arrive. `options.path`
+ * sends that request target as is (a spelling a URL would normalise: `/export#x`); `options.localAddress` the
+ * client's address (another loopback address is another anonymous client).
+ */
+export function openStream(url: string, body: unknown, headers: Record<string, string> = {}, options: { path?: string; localAddress?: string } = {}): Promise<SseStream> {
   return new Promise((resolve, reject) => {
     const text = JSON.stringify(body);
     const req = request(url, {
       method: 'POST',
       agent: false,
+      ...(options.path ? { path: options.path } : {}),
+      ...(options.localAddress ? { localAddress: options.localAddress } : {}),
       headers: { 'content-type': 'application/json', accept: 'text/event-stream', connection: 'close', ...headers },
     });
     req.on('error', reject);
