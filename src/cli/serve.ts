@@ -32,6 +32,8 @@ let signalLog: Logger | undefined;
 let signalCaught = false;
 /** SIGUSR2 signals a starting worker received before its logger existed. */
 let signalEarly = 0;
+/** What SIGHUP does once the server runs (reload the credentials); before that the signal is caught and ignored. */
+let onHangup: (() => void) | undefined;
 
 export async function serveCommand(argv: string[], io: CommandIO = processIO()): Promise<number> {
   let parsed;
@@ -78,8 +80,12 @@ export async function serveCommand(argv: string[], io: CommandIO = processIO()):
   // One listener per process: a command run in-process many times (tests) adds no listener each time.
   signalLog = undefined;
   signalEarly = 0;
+  onHangup = undefined;
   if (!signalCaught) {
     signalCaught = true;
+    // SIGHUP reloads the credentials (docs/security.md, "Rotating credentials"); caught from the start so that one
+    // arriving during start-up does not kill the process (its default action).
+    process.on('SIGHUP', () => onHangup?.());
     process.on('SIGUSR2', () => {
       if (signalLog) toggleRequestLines(signalLog);
       else if (cluster.isWorker && process.env.CFGU_CLUSTER_WORKER === '1') signalEarly++;
@@ -129,6 +135,7 @@ export async function serveCommand(argv: string[], io: CommandIO = processIO()):
   // Both stay installed: a SIGINT during the drain that follows SIGTERM ends the drain (docs/server.md, Shutdown).
   process.on('SIGTERM', () => void r.shutdown('SIGTERM'));
   process.on('SIGINT', () => void r.shutdown('SIGINT'));
+  onHangup = () => void reloadCredentials(r, input, log);
   // A worker whose primary is gone (killed) shuts itself down instead of living on as an orphan.
   if (isWorker) process.once('disconnect', () => void r.shutdown('primary gone'));
   process.on('unhandledRejection', (reason) => {
@@ -151,4 +158,22 @@ async function startupFailed(e: unknown, isWorker: boolean, io: CommandIO): Prom
     io.stderr.write(`${line}\n`);
   }
   return code;
+}
+
+/**
+ * SIGHUP: read `.configu` again and put its credentials in place (preshared keys, scoped tokens, JWT settings and
+ * grants, and the labels of the schemas it names). Streams and held long polls whose credential is gone or no longer
+ * allows them end at once. Every other setting, and the environment, stay as they were at start-up: they need a
+ * restart. A file that cannot be used changes nothing and is logged.
+ */
+async function reloadCredentials(running: RunningServer, input: ServeInput, log: Logger): Promise<void> {
+  try {
+    const next = await load(input);
+    running.app.cfgu.replaceCredentials(next.settings.auth, next.keyLabels);
+    for (const warning of next.warnings) log.warn(warning);
+    const auth = next.settings.auth;
+    log.info({ preshared: auth.presharedKeys.length, credentials: auth.credentials.length, jwt: auth.jwt !== undefined }, 'credentials reloaded');
+  } catch (e) {
+    log.error({ reason: formatStartupError(e).replace(/^cfgu serve: /, '') }, 'credentials not reloaded: the old ones stay in force');
+  }
 }

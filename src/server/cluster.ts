@@ -184,6 +184,10 @@ export async function runPrimary(settings: ServerSettings, log: Logger): Promise
 
     process.on('SIGTERM', () => stopAll('SIGTERM', 0));
     process.on('SIGINT', () => stopAll('SIGINT', 0));
+    // Credentials reloaded (src/cli/serve.ts): each worker reads .configu again itself.
+    process.on('SIGHUP', () => {
+      for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGHUP');
+    });
     // Request lines on/off (logger.ts): every worker switches its own; workers forked later start with the new state.
     process.on('SIGUSR2', () => {
       requestLines = !requestLines;
