@@ -121,3 +121,25 @@ export class HostEvaluator implements ExpressionEvaluator {
   }
   async close() {}
 }
+
+/**
+ * A resolver over `registry()` (read when a store is resolved, so a suite may build its registry later) that records
+ * the name of every store read in `reads`: the access suites check that a refused request reads nothing.
+ */
+export function countingResolver(registry: () => StoreResolver, reads: string[]): StoreResolver {
+  return {
+    resolve(name) {
+      const store = registry().resolve(name);
+      return {
+        name: store.name,
+        type: store.type,
+        read: (queries) => {
+          reads.push(store.name);
+          return store.read(queries);
+        },
+        write: (configs) => store.write(configs),
+      };
+    },
+    names: () => registry().names(),
+  };
+}

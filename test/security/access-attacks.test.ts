@@ -21,10 +21,11 @@ import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { buildServer } from '../../src/server/index.js';
 import { load, type Loaded } from '../../src/server/start.js';
 import { createStoreRegistry, loadConfiguration, type StoreRegistry } from '../../src/config/index.js';
-import { ConfigurationError, type StoreResolver } from '../../src/core/index.js';
+import { ConfigurationError } from '../../src/core/index.js';
 import { captureLog, removeTempDirs, tempDir, writeJson } from '../server/helpers.js';
 import { closeSandbox, killChildren, project, removeTempDirs as removeCliDirs, runCli } from '../cli/helpers.js';
 import { waitFor } from '../helpers/wait.js';
+import { countingResolver } from '../helpers/engine.js';
 
 const PRESHARED = 'preshared-key-9d8c7b6a5f';
 const METRICS_KEY = 'metrics-key-1a2b3c4d5e';
@@ -44,21 +45,7 @@ const reads: string[] = [];
 const apps: FastifyInstance[] = [];
 
 /** The registry, with every read recorded. */
-const counting: StoreResolver = {
-  resolve(name) {
-    const store = registry.resolve(name);
-    return {
-      name: store.name,
-      type: store.type,
-      read: (queries) => {
-        reads.push(store.name);
-        return store.read(queries);
-      },
-      write: (configs) => store.write(configs),
-    };
-  },
-  names: () => registry.names(),
-};
+const counting = countingResolver(() => registry, reads);
 
 // ---- the identity provider -----------------------------------------------------------------------------------------
 interface Signer {

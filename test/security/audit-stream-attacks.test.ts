@@ -31,6 +31,7 @@ import type { InMemoryConfigStore } from '../../src/stores/in-memory.js';
 import { captureLog, isProblem, removeTempDirs, tempDir, writeJson, type HttpAnswer } from '../server/helpers.js';
 import { openStream, type SseStream } from '../server/sse-client.js';
 import { HANG_GUARD_MS, waitFor, within } from '../helpers/wait.js';
+import { mulberry32 } from '../fuzz/prng.mjs';
 
 const sha256 = (t: string) => createHash('sha256').update(t, 'utf8').digest('hex');
 const PRESHARED = `preshared-${randomUUID()}`;
@@ -628,17 +629,8 @@ describe('fair limits: a per-client watcher cap below the server total', () => {
 });
 
 describe('the audit promise as a property: one line per request routed to /export, none for the others', () => {
-  /** mulberry32: a small seeded generator, so a failure can be replayed with its seed. */
-  function rng(seed: number): () => number {
-    let a = seed >>> 0;
-    return () => {
-      a = (a + 0x6d2b79f5) >>> 0;
-      let t = a;
-      t = Math.imul(t ^ (t >>> 15), t | 1);
-      t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-      return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-    };
-  }
+  /** The project's seeded generator (test/fuzz/prng.mjs), so a failure can be replayed with its seed. */
+  const rng = mulberry32;
 
   const SEED = Number(process.env.CFGU_AUDIT_SEED ?? 20261130);
   test(`a random mix of 60 requests (seed ${SEED})`, async () => {

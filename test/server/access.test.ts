@@ -24,6 +24,7 @@ import type { StoreResolver } from '../../src/core/index.js';
 import { captureLog, removeTempDirs, tempDir, writeJson } from './helpers.js';
 import { waitFor } from '../helpers/wait.js';
 import { probeTcp, requireService } from '../helpers/services.js';
+import { countingResolver } from '../helpers/engine.js';
 
 const PRESHARED = 'preshared-key-0a1b2c3d4e';
 const sha256 = (t: string) => createHash('sha256').update(t, 'utf8').digest('hex');
@@ -42,21 +43,7 @@ const reads: string[] = [];
 const apps: FastifyInstance[] = [];
 
 /** The registry, with every read recorded. */
-const counting: StoreResolver = {
-  resolve(name) {
-    const store = registry.resolve(name);
-    return {
-      name: store.name,
-      type: store.type,
-      read: (queries) => {
-        reads.push(store.name);
-        return store.read(queries);
-      },
-      write: (configs) => store.write(configs),
-    };
-  },
-  names: () => registry.names(),
-};
+const counting = countingResolver(() => registry, reads);
 
 // ---- the identity provider: a JWKS over loopback -------------------------------------------------------------------
 interface Signer {
