@@ -23,7 +23,7 @@ import { LRUCache } from 'lru-cache';
 import { BudgetExceededError, ConfigurationError, SandboxBusyError, SandboxUnavailableError } from '../core/errors.js';
 import { freezeDeep } from '../core/frozen.js';
 import { ExpressionError } from './errors.js';
-import { hitLimit, RunawayMemo, SlowLane, SLOW_LANE_MAX_WAIT_MS, SLOW_LANE_QUEUE } from './runaways.js';
+import { hitLimit, RunawayMemo, SlowLane, SLOW_LANE_MAX_WAIT_MS, SLOW_LANE_OTHERS_MS, SLOW_LANE_QUEUE } from './runaways.js';
 import { childRecord, encodeWire, lineFor, StaticRegistry, staticLinesOf, type EncodedJob, type UnknownAnswer } from './job-wire.js';
 import {
   FLUSH_LINE,
@@ -282,6 +282,13 @@ class SandboxPool implements SandboxEvaluator {
   /** Repeat offenders: clients whose jobs keep hitting limits are served last, one job at a time (runaways.ts). */
   private readonly lane = new SlowLane();
   private laneTimer: NodeJS.Timeout | undefined;
+  /**
+   * The client without strikes that had a job handed out last, and when; and when the last one before it that was another
+   * client was. So for any client, when another one was last served is known (see protecting).
+   */
+  private served = '';
+  private servedAt = -Infinity;
+  private servedBeforeAt = -Infinity;
   /** Jobs a child answered "unknown id" for, sent again in full (diagnostics, tests). */
   staticResends = 0;
   /** One FIFO queue per client with jobs waiting. */
@@ -391,7 +398,7 @@ class SandboxPool implements SandboxEvaluator {
   private onRunaway(client: string, key: string, limit: 'time-limit' | 'memory-limit', result: ExpressionResult): void {
     this.memo.set(key, freezeDeep(result));
     this.lane.strike(client);
-    if (limit === 'time-limit' && this.lane.isOffender(client)) this.lane.close(this.options.timeoutMs);
+    if (limit === 'time-limit' && this.lane.isOffender(client) && this.protecting(client)) this.lane.close(this.options.timeoutMs);
   }
 
   async renderTemplate(template: string, context: unknown): Promise<string> {
@@ -489,7 +496,7 @@ class SandboxPool implements SandboxEvaluator {
     if ((this.queues.get(client)?.length ?? 0) >= this.options.clientQueueLimit) {
       return Promise.reject(new SandboxBusyError('this client has too many expression jobs waiting; retry later'));
     }
-    if (!this.lane.quiet && this.lane.isOffender(client)) {
+    if (!this.lane.quiet && this.lane.isOffender(client) && this.protecting(client)) {
       // The slow lane holds few jobs and none for long: an offender is told to come back later rather than queued.
       const wait = this.lane.wait();
       if (wait > SLOW_LANE_MAX_WAIT_MS || (this.queues.get(client)?.length ?? 0) >= SLOW_LANE_QUEUE) {
@@ -558,6 +565,7 @@ class SandboxPool implements SandboxEvaluator {
             client = c;
           }
         }
+        this.serve(client);
       } else {
         let slowClient: string | undefined;
         let slowLeast = Infinity;
@@ -575,16 +583,18 @@ class SandboxPool implements SandboxEvaluator {
         }
         if (least === Infinity) {
           if (slowClient === undefined) return undefined;
-          if (this.slowInFlight()) return undefined;
-          const wait = this.lane.wait();
-          if (wait > 0) {
-            this.armLane(wait);
-            return undefined;
+          if (this.protecting(slowClient)) {
+            if (this.slowInFlight()) return undefined;
+            const wait = this.lane.wait();
+            if (wait > 0) {
+              this.armLane(wait);
+              return undefined;
+            }
+            slow = true;
           }
           client = slowClient;
           least = slowLeast;
-          slow = true;
-        }
+        } else if (this.lane.strikesOf(client) === 0) this.serve(client);
       }
       const q = this.queues.get(client)!;
       const job = q.shift()!;
@@ -602,6 +612,20 @@ class SandboxPool implements SandboxEvaluator {
       return job;
     }
     return undefined;
+  }
+
+  /** Whether the slow lane protects anyone from `offender`: a client without strikes has had a job handed out lately. */
+  private protecting(offender: string): boolean {
+    const at = this.served !== offender ? this.servedAt : this.servedBeforeAt;
+    return performance.now() - at < SLOW_LANE_OTHERS_MS;
+  }
+
+  private serve(client: string): void {
+    if (client !== this.served) {
+      this.servedBeforeAt = this.servedAt;
+      this.served = client;
+    }
+    this.servedAt = performance.now();
   }
 
   /** Whether a job handed out through the slow lane is in a child (the lane takes one at a time). */
@@ -912,7 +936,7 @@ class SandboxPool implements SandboxEvaluator {
 
   private chargeRestart(job: Pending): void {
     this.charge(job.client, RESTART_COST_MS);
-    if (!this.lane.quiet && this.lane.isOffender(job.client)) this.lane.close(RESTART_COST_MS);
+    if (!this.lane.quiet && this.lane.isOffender(job.client) && this.protecting(job.client)) this.lane.close(RESTART_COST_MS);
     const usage = job.usage;
     if (!usage) return;
     usage.restarts++;

@@ -100,6 +100,12 @@ export const SLOW_LANE_SHARE = 0.1;
 /** Jobs an offender may have waiting; beyond it, or while the lane is closed longer than MAX_WAIT, a job is refused. */
 export const SLOW_LANE_QUEUE = 2;
 export const SLOW_LANE_MAX_WAIT_MS = 1000;
+/**
+ * The lane holds an offender back only while it protects someone: while a client without strikes has had a job handed
+ * out within this many ms. A client alone (every request from one address, say) is not held back, since nobody else
+ * waits for it.
+ */
+export const SLOW_LANE_OTHERS_MS = 10_000;
 /** Clients whose strikes are remembered at most (the oldest are forgotten first). */
 const STRIKE_CLIENTS = 10_000;
 
@@ -109,7 +115,8 @@ const STRIKE_CLIENTS = 10_000;
  * client is an offender: the pool takes its jobs only when no other client has a job waiting, one at a time in the
  * whole pool (all offenders share one lane), and only while the lane is open. Every runaway of an offender (its CPU
  * time, the sandbox it cost) closes the lane for (1 / SLOW_LANE_SHARE - 1) times that cost, so that the runaways of
- * all offenders together use at most about SLOW_LANE_SHARE of the time.
+ * all offenders together use at most about SLOW_LANE_SHARE of the time. All this only while the lane protects another
+ * client (SLOW_LANE_OTHERS_MS).
  */
 export class SlowLane {
   private readonly strikes = new Map<string, { n: number; at: number }>();

@@ -138,6 +138,8 @@ describe('slow lane: a client whose jobs keep hitting limits', () => {
   it('is served after the other clients’ waiting jobs', async () => {
     const ev = pool({ workers: 1, spares: 0, timeoutMs: 50, answers: 0 });
     await ev.ready();
+    // The victim is served now and then: the lane has someone to protect.
+    await ev.run(oneTest('$.value === 8080'), requestContext('victim'));
     for (let i = 0; i < OFFENDER_STRIKES; i++) await ev.run(oneTest(spin(10 + i)), requestContext('attacker'));
     assert.equal(ev.isOffender('attacker'), true);
     assert.equal(ev.isOffender('victim'), false);
@@ -162,6 +164,7 @@ describe('slow lane: a client whose jobs keep hitting limits', () => {
     // A runaway of 200 ms closes the lane for 9 x 200 ms, longer than an offender's job may wait.
     const ev = pool({ workers: 1, spares: 0, timeoutMs: 200, answers: 0 });
     await ev.ready();
+    await ev.run(oneTest('$.value === 8080'), requestContext('victim'));
     for (let i = 0; i < OFFENDER_STRIKES; i++) await ev.run(oneTest(spin(20 + i)), requestContext('attacker'));
     const victim = ev.run(oneTest('$.value === 8080'), requestContext('victim'));
     await assert.rejects(ev.run(oneTest('true'), requestContext('attacker')), {
@@ -169,6 +172,16 @@ describe('slow lane: a client whose jobs keep hitting limits', () => {
       message: "this client's expressions keep exceeding their limits; retry later",
     });
     assert.equal(outcomeOf((await victim).tests), 'ok');
+  });
+
+  it('is not held back while no other client has been served lately (every request from one address): nobody to protect', async () => {
+    const ev = pool({ workers: 1, spares: 0, timeoutMs: 200, answers: 0 });
+    await ev.ready();
+    for (let i = 0; i < OFFENDER_STRIKES; i++) await ev.run(oneTest(spin(30 + i)), requestContext('alone'));
+    assert.equal(ev.isOffender('alone'), true);
+    const job = ev.run(oneTest('$.value === 8080'), requestContext('alone'));
+    assert.equal(ev.queued().alone, undefined, 'handed to the idle child at once');
+    assert.equal(outcomeOf((await job).tests), 'ok');
   });
 
   it('a valid job of another client is never refused or slowed because of it', async () => {
