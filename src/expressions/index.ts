@@ -12,6 +12,8 @@
  * - Blame: a job fails with a limit only when it was the job running; a job at the head of a child that died without
  *   saying why (no V8 fatal report: killed from outside, say) is run once more elsewhere before it is blamed.
  * - Budget: the jobs of one request (RunContext.usage) share a CPU-time and a restart budget.
+ * - Runaways (runaways.ts): a job that hit a limit is answered the same, without running, when its client sends it again
+ *   within 5 minutes; clients whose jobs keep hitting limits are served through a slow lane.
  */
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
