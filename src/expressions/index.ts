@@ -399,7 +399,7 @@ class SandboxPool implements SandboxEvaluator {
    */
   private onRunaway(client: string, key: string, limit: 'time-limit' | 'memory-limit', result: ExpressionResult): void {
     this.memo.set(key, freezeDeep(result));
-    this.lane.strike(client);
+    this.lane.strike(client, limit === 'memory-limit' ? 2 : 1);
     if (limit === 'time-limit' && this.lane.isOffender(client) && this.protecting(client)) this.lane.close(this.options.timeoutMs);
   }
 

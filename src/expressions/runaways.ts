@@ -110,8 +110,8 @@ export const SLOW_LANE_OTHERS_MS = 10_000;
 const STRIKE_CLIENTS = 10_000;
 
 /**
- * Repeat offenders. A client gets a strike for every job of its own that ran and hit a limit (an answer from the
- * memo is no strike: it cost nothing); strikes halve every STRIKE_HALF_LIFE_MS. From OFFENDER_STRIKES on, the
+ * Repeat offenders. A client gets a strike for every job of its own that ran and hit the time limit, two for the memory
+ * limit (it costs a sandbox); an answer from the memo is no strike: it cost nothing. Strikes halve every STRIKE_HALF_LIFE_MS. From OFFENDER_STRIKES on, the
  * client is an offender: the pool takes its jobs only when no other client has a job waiting, one at a time in the
  * whole pool (all offenders share one lane), and only while the lane is open. Every runaway of an offender (its CPU
  * time, the sandbox it cost) closes the lane for (1 / SLOW_LANE_SHARE - 1) times that cost, so that the runaways of
@@ -130,10 +130,11 @@ export class SlowLane {
     return this.strikes.size === 0;
   }
 
-  strike(client: string): void {
+  /** A job of the client hit a limit: `weight` strikes (2 for a memory limit, which costs a sandbox; else 1). */
+  strike(client: string, weight = 1): void {
     const now = this.now();
     const s = this.strikes.get(client);
-    const n = (s ? s.n * 2 ** (-(now - s.at) / STRIKE_HALF_LIFE_MS) : 0) + 1;
+    const n = (s ? s.n * 2 ** (-(now - s.at) / STRIKE_HALF_LIFE_MS) : 0) + weight;
     this.strikes.delete(client);
     this.strikes.set(client, { n, at: now });
     if (this.strikes.size > STRIKE_CLIENTS) this.strikes.delete(this.strikes.keys().next().value!);

@@ -131,6 +131,11 @@ describe('SlowLane: strikes decay', () => {
     assert.equal(lane.isOffender('b'), false);
     now += STRIKE_HALF_LIFE_MS;
     assert.equal(lane.isOffender('a'), false);
+    // A memory limit (a sandbox lost) weighs two: two bombs make an offender.
+    lane.strike('c', 2);
+    assert.equal(lane.isOffender('c'), false);
+    lane.strike('c', 2);
+    assert.equal(lane.isOffender('c'), true);
   });
 });
 
