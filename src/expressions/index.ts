@@ -12,6 +12,8 @@
  * - Blame: a job fails with a limit only when it was the job running; a job at the head of a child that died without
  *   saying why (no V8 fatal report: killed from outside, say) is run once more elsewhere before it is blamed.
  * - Budget: the jobs of one request (RunContext.usage) share a CPU-time and a restart budget.
+ * - Runaways (runaways.ts): a job that hit a limit is answered the same, without running, when its client sends it again
+ *   within 5 minutes; clients whose jobs keep hitting limits are served through a slow lane.
  */
 import { spawn, type ChildProcessByStdio } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -23,6 +25,7 @@ import { LRUCache } from 'lru-cache';
 import { BudgetExceededError, ConfigurationError, SandboxBusyError, SandboxUnavailableError } from '../core/errors.js';
 import { freezeDeep } from '../core/frozen.js';
 import { ExpressionError } from './errors.js';
+import { hitLimit, RunawayMemo, SlowLane, SLOW_LANE_MAX_WAIT_MS, SLOW_LANE_OTHERS_MS, SLOW_LANE_QUEUE } from './runaways.js';
 import { childRecord, encodeWire, lineFor, StaticRegistry, staticLinesOf, type EncodedJob, type UnknownAnswer } from './job-wire.js';
 import {
   FLUSH_LINE,
@@ -65,6 +68,11 @@ export interface SandboxOptions {
    * pool); 0 keeps none. Default 10000.
    */
   answers?: number;
+  /**
+   * Limit answers (time or memory) kept to answer the same job of the same client again, for 5 minutes, without
+   * running it (see runaways.ts); 0 keeps none. Default 2000.
+   */
+  runawayMemo?: number;
 }
 
 export const DEFAULT_SANDBOX_OPTIONS: Required<SandboxOptions> = {
@@ -77,6 +85,7 @@ export const DEFAULT_SANDBOX_OPTIONS: Required<SandboxOptions> = {
   requestCpuMs: 1000,
   requestRestarts: 2,
   answers: 10_000,
+  runawayMemo: 2000,
 };
 
 /** The sandbox evaluator: the contract plus start-up and introspection helpers. */
@@ -95,6 +104,10 @@ export interface SandboxEvaluator extends ExpressionEvaluator {
   queued(): Record<string, number>;
   /** Jobs answered from kept answers without running (SandboxOptions.answers), since the pool started. */
   answersGiven(): number;
+  /** Jobs answered with a remembered limit answer, without running (SandboxOptions.runawayMemo), since the pool started. */
+  runawaysRefused(): number;
+  /** Whether the client is in the slow lane (its jobs keep hitting limits; see runaways.ts). */
+  isOffender(client: string): boolean;
 }
 
 /** The environment variables of the sandbox options, with their bounds. */
@@ -108,6 +121,7 @@ export const ENV_OPTIONS: Array<[keyof SandboxOptions, string, number, number]> 
   ['requestCpuMs', 'CONFIGU_EXPRESSION_REQUEST_CPU_MS', 1, 3_600_000],
   ['requestRestarts', 'CONFIGU_EXPRESSION_REQUEST_RESTARTS', 0, 1000],
   ['answers', 'CONFIGU_EXPRESSION_ANSWERS', 0, 1_000_000],
+  ['runawayMemo', 'CONFIGU_EXPRESSION_RUNAWAY_MEMO', 0, 1_000_000],
 ];
 
 /** Read the sandbox options from the environment (`CONFIGU_EXPRESSION_*`, see ENV_OPTIONS). */
@@ -145,6 +159,8 @@ interface Pending {
   usage: RequestUsage | undefined;
   /** Times this job was at the head of a child that died without an answer or a reason (stuck, crashed). */
   suspect: number;
+  /** Handed out through the slow lane (its client is an offender, runaways.ts). */
+  slow: boolean;
   resolve: (response: SandboxResponse) => void;
   reject: (error: Error) => void;
 }
@@ -258,6 +274,23 @@ class SandboxPool implements SandboxEvaluator {
   private readonly answers: LRUCache<string, ExpressionResult> | undefined;
   /** Jobs answered from `answers`. */
   private given = 0;
+  /**
+   * Limit answers by client and exact wire text (runaways.ts): a job that hit the time or the memory limit is answered
+   * the same, without running, when the same client sends the same job again within 5 minutes. Per client, as
+   * `answers`: another client's identical job runs (a client cannot learn, even from timing, what another sent), and
+   * no job is ever refused because of another client's runaway.
+   */
+  private readonly memo: RunawayMemo;
+  /** Repeat offenders: clients whose jobs keep hitting limits are served last, one job at a time (runaways.ts). */
+  private readonly lane = new SlowLane();
+  private laneTimer: NodeJS.Timeout | undefined;
+  /**
+   * The client without strikes that had a job handed out last, and when; and when the last one before it that was another
+   * client was. So for any client, when another one was last served is known (see protecting).
+   */
+  private served = '';
+  private servedAt = -Infinity;
+  private servedBeforeAt = -Infinity;
   /** Jobs a child answered "unknown id" for, sent again in full (diagnostics, tests). */
   staticResends = 0;
   /** One FIFO queue per client with jobs waiting. */
@@ -291,7 +324,9 @@ class SandboxPool implements SandboxEvaluator {
       requestCpuMs: int(options.requestCpuMs, options.timeoutMs === undefined ? d.requestCpuMs : 10 * options.timeoutMs, 1),
       requestRestarts: int(options.requestRestarts, d.requestRestarts, 0),
       answers: int(options.answers, d.answers, 0),
+      runawayMemo: int(options.runawayMemo, d.runawayMemo, 0),
     };
+    this.memo = new RunawayMemo(this.options.runawayMemo);
     this.answers =
       this.options.answers > 0
         ? new LRUCache<string, ExpressionResult>({ max: this.options.answers, maxSize: ANSWER_CHARS, sizeCalculation: (result, key) => key.length + answerChars(result) })
@@ -322,6 +357,10 @@ class SandboxPool implements SandboxEvaluator {
       this.given++;
       return known;
     }
+    if (context && this.memo.size > 0) {
+      const refused = this.memo.get(`${context.client}\u0000${wire.head}`);
+      if (refused) return refused;
+    }
     // Only consts and tests are read from the request on the host (failure answers).
     const request: SandboxRequest = { t: 'job', job: wire.job as WireJob };
     const response = await this.submit(request, context, wire);
@@ -329,6 +368,10 @@ class SandboxPool implements SandboxEvaluator {
       const { result } = response;
       if (key !== undefined && response.pure === true && result.tests.length === 0 && result.consts.every((c) => c.ok)) {
         this.answers!.set(key, freezeDeep(result));
+      }
+      if (context) {
+        const limit = hitLimit(result);
+        if (limit) this.onRunaway(context.client, `${context.client}\u0000${wire.head}`, limit, result);
       }
       return result;
     }
@@ -339,6 +382,25 @@ class SandboxPool implements SandboxEvaluator {
 
   answersGiven(): number {
     return this.given;
+  }
+
+  runawaysRefused(): number {
+    return this.memo.given;
+  }
+
+  isOffender(client: string): boolean {
+    return this.lane.isOffender(client);
+  }
+
+  /**
+   * A job of `client` ran and hit a limit: its answer is remembered for the same job of the same client, and the
+   * client gets a strike; a time limit of an offender closes the slow lane for its share (a sandbox it cost does so in
+   * chargeRestart).
+   */
+  private onRunaway(client: string, key: string, limit: 'time-limit' | 'memory-limit', result: ExpressionResult): void {
+    this.memo.set(key, freezeDeep(result));
+    this.lane.strike(client, limit === 'memory-limit' ? 2 : 1);
+    if (limit === 'time-limit' && this.lane.isOffender(client) && this.protecting(client)) this.lane.close(this.options.timeoutMs);
   }
 
   async renderTemplate(template: string, context: unknown): Promise<string> {
@@ -385,6 +447,8 @@ class SandboxPool implements SandboxEvaluator {
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    if (this.laneTimer) clearTimeout(this.laneTimer);
+    this.laneTimer = undefined;
     const error = new SandboxUnavailableError('the expression sandbox is closed');
     this.rejectQueued(error);
     for (const w of this.readyWaiters.splice(0)) w.reject(error);
@@ -434,6 +498,15 @@ class SandboxPool implements SandboxEvaluator {
     if ((this.queues.get(client)?.length ?? 0) >= this.options.clientQueueLimit) {
       return Promise.reject(new SandboxBusyError('this client has too many expression jobs waiting; retry later'));
     }
+    if (!this.lane.quiet && this.lane.isOffender(client) && this.protecting(client)) {
+      // The slow lane holds few jobs and none for long: an offender is told to come back later rather than queued.
+      const wait = this.lane.wait();
+      if (wait > SLOW_LANE_MAX_WAIT_MS || (this.queues.get(client)?.length ?? 0) >= SLOW_LANE_QUEUE) {
+        return Promise.reject(
+          new SandboxBusyError("this client's expressions keep exceeding their limits; retry later", Math.max(1, Math.ceil(wait / 1000))),
+        );
+      }
+    }
     let line = '';
     if (!wire) {
       try {
@@ -443,7 +516,7 @@ class SandboxPool implements SandboxEvaluator {
       }
     }
     return new Promise<SandboxResponse>((resolve, reject) => {
-      this.enqueue({ request, line, wire, client, usage, suspect: 0, resolve, reject }, false);
+      this.enqueue({ request, line, wire, client, usage, suspect: 0, slow: false, resolve, reject }, false);
       if (this.activeCount() < this.options.workers && this.startFailures >= MAX_START_FAILURES) {
         // The pool gave up after start failures: try again for this new work.
         this.startFailures = 0;
@@ -477,20 +550,57 @@ class SandboxPool implements SandboxEvaluator {
     this.vtime.set(client, (this.vtime.get(client) ?? 0) + cost);
   }
 
-  /** The next job: the first of the queue of the waiting client with the least virtual time (ties: the first). */
+  /**
+   * The next job: the first of the queue of the waiting client with the least virtual time (ties: the first). Offenders
+   * (runaways.ts) only when no other client has a job waiting, one at a time, and while the slow lane is open.
+   */
   private takeNext(): Pending | undefined {
     while (this.queues.size) {
       let client = '';
       let least = Infinity;
-      for (const c of this.queues.keys()) {
-        const v = this.vtime.get(c) ?? 0;
-        if (v < least) {
-          least = v;
-          client = c;
+      let slow = false;
+      if (this.lane.quiet) {
+        for (const c of this.queues.keys()) {
+          const v = this.vtime.get(c) ?? 0;
+          if (v < least) {
+            least = v;
+            client = c;
+          }
         }
+        this.serve(client);
+      } else {
+        let slowClient: string | undefined;
+        let slowLeast = Infinity;
+        for (const c of this.queues.keys()) {
+          const v = this.vtime.get(c) ?? 0;
+          if (this.lane.isOffender(c)) {
+            if (slowClient === undefined || v < slowLeast) {
+              slowLeast = v;
+              slowClient = c;
+            }
+          } else if (v < least) {
+            least = v;
+            client = c;
+          }
+        }
+        if (least === Infinity) {
+          if (slowClient === undefined) return undefined;
+          if (this.protecting(slowClient)) {
+            if (this.slowInFlight()) return undefined;
+            const wait = this.lane.wait();
+            if (wait > 0) {
+              this.armLane(wait);
+              return undefined;
+            }
+            slow = true;
+          }
+          client = slowClient;
+          least = slowLeast;
+        } else if (this.lane.strikesOf(client) === 0) this.serve(client);
       }
       const q = this.queues.get(client)!;
       const job = q.shift()!;
+      job.slow = slow;
       this.waiting--;
       this.vnow = Math.max(this.vnow, least);
       // Charged a token at once (its real cost is added with its answer), so the client's other jobs wait their turn.
@@ -504,6 +614,37 @@ class SandboxPool implements SandboxEvaluator {
       return job;
     }
     return undefined;
+  }
+
+  /** Whether the slow lane protects anyone from `offender`: a client without strikes has had a job handed out lately. */
+  private protecting(offender: string): boolean {
+    const at = this.served !== offender ? this.servedAt : this.servedBeforeAt;
+    return performance.now() - at < SLOW_LANE_OTHERS_MS;
+  }
+
+  private serve(client: string): void {
+    if (client !== this.served) {
+      this.servedBeforeAt = this.servedAt;
+      this.served = client;
+    }
+    this.servedAt = performance.now();
+  }
+
+  /** Whether a job handed out through the slow lane is in a child (the lane takes one at a time). */
+  private slowInFlight(): boolean {
+    for (const w of this.workers) for (const j of w.inflight) if (j.slow) return true;
+    return false;
+  }
+
+  /** Look at the queue again when the slow lane opens (the keep-alive timer holds the process meanwhile). */
+  private armLane(ms: number): void {
+    if (this.laneTimer || this.closed) return;
+    this.laneTimer = setTimeout(() => {
+      this.laneTimer = undefined;
+      this.pump();
+      this.keepAlive();
+    }, Math.ceil(ms) + 1);
+    this.laneTimer.unref();
   }
 
   /** Forget the clients with nothing waiting and no debt (they would start at `vnow` anyway). */
@@ -797,6 +938,7 @@ class SandboxPool implements SandboxEvaluator {
 
   private chargeRestart(job: Pending): void {
     this.charge(job.client, RESTART_COST_MS);
+    if (!this.lane.quiet && this.lane.isOffender(job.client) && this.protecting(job.client)) this.lane.close(RESTART_COST_MS);
     const usage = job.usage;
     if (!usage) return;
     usage.restarts++;

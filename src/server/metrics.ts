@@ -27,6 +27,8 @@ export interface SandboxState {
   replacements(): { renewals: number; spawns: number };
   /** Jobs answered from kept answers (src/expressions, SandboxOptions.answers). */
   answersGiven?(): number;
+  /** Jobs answered with a remembered limit answer (src/expressions, SandboxOptions.runawayMemo). */
+  runawaysRefused?(): number;
   readonly options: { workers: number; spares: number };
 }
 
@@ -236,6 +238,13 @@ export class ServerMetrics {
         'Sandbox jobs answered from kept answers, without running (the same job of the same client, which read no clock or chance)',
         [],
         (set) => set({}, sandbox.answersGiven?.() ?? 0),
+      );
+      readCounter(
+        this.registry,
+        'cfgu_sandbox_runaways_refused_total',
+        'Sandbox jobs answered with the limit answer of the same job of the same client within 5 minutes, without running',
+        [],
+        (set) => set({}, sandbox.runawaysRefused?.() ?? 0),
       );
     }
     if (bodyCache) {

@@ -85,9 +85,10 @@ describe('sandbox limits over HTTP', () => {
   test('422 when a request’s expressions use up its CPU budget; the next request is served', async () => {
     const { app, evaluator } = await server({ workers: 1, timeoutMs: 50, requestCpuMs: 120 });
     await evaluator.ready();
-    const spin = command('(() => { while (true) {} })()');
+    // Distinct runaways (a repeat of the same one would be answered from memory at no cost, see the last test).
+    const spin = (n: number) => command(`(() => { let i = ${n}; while (true) { i++ } })()`);
     // Every runaway costs at least 50 ms of CPU: the third command cannot start.
-    exactly(await post(app, [spin, spin, spin, command('true')]), 422, {
+    exactly(await post(app, [spin(1), spin(2), spin(3), command('true')]), 422, {
       type: 'urn:cfgu:problem:budget-exceeded',
       title: 'Budget Exceeded',
       status: 422,
@@ -98,11 +99,55 @@ describe('sandbox limits over HTTP', () => {
     assert.equal(ok.statusCode, 200, ok.body);
   });
 
+  test('a repeated runaway is answered with the very same 422 without running again', async () => {
+    const { app, evaluator } = await server({ workers: 1, spares: 0, timeoutMs: 100 });
+    await evaluator.ready();
+    for (const [body, message] of [
+      [[command('(() => { while (true) {} })()')], 'exceeded the time limit of 100 ms'],
+      [[command("'x'.repeat(2 ** 28).split('').length > 0")], 'exceeded the sandbox memory limit of 64 MB'],
+    ] as const) {
+      const first = await post(app, body);
+      assert.equal(first.statusCode, 422, first.body);
+      assert.equal(first.json().errors[0].rule, 'test');
+      assert.match(first.json().errors[0].message, new RegExp(message));
+      await evaluator.ready();
+      const { spawns } = evaluator.replacements();
+      const refused = evaluator.runawaysRefused();
+      const again = await post(app, body);
+      exactly(again, 422, first.json());
+      assert.equal(evaluator.runawaysRefused(), refused + 1);
+      assert.equal(evaluator.replacements().spawns, spawns);
+    }
+  });
+
+  test('503 with Retry-After for a client whose expressions keep exceeding their limits; other clients are served', async () => {
+    // A runaway of 500 ms, once the client is in the slow lane, keeps the lane closed for 9 x 500 ms.
+    const { app, evaluator } = await server({ workers: 1, spares: 0, timeoutMs: 500 });
+    await evaluator.ready();
+    // Another client is served: the lane has someone to protect (a client alone is never held back).
+    assert.equal((await post(app, [command('$.value === "abc"')], '10.0.0.10')).statusCode, 200);
+    for (let n = 0; n < 3; n++) {
+      const r = await post(app, [command(`(() => { let i = ${n}; while (true) { i++ } })()`)], '10.0.0.9');
+      assert.equal(r.statusCode, 422, r.body);
+    }
+    const slowed = await post(app, [command('true')], '10.0.0.9');
+    exactly(slowed, 503, {
+      type: 'urn:cfgu:problem:sandbox-busy',
+      title: 'Expressions Busy',
+      status: 503,
+      detail: "this client's expressions keep exceeding their limits; retry later",
+    });
+    // The seconds until the lane opens.
+    assert.ok(Number(slowed.headers['retry-after']) >= 1 && Number(slowed.headers['retry-after']) <= 5, String(slowed.headers['retry-after']));
+    const other = await post(app, [command('$.value === "abc"')], '10.0.0.10');
+    assert.equal(other.statusCode, 200, other.body);
+  });
+
   test('422 when a request’s expressions make the sandbox restart too often', async () => {
     const { app, evaluator } = await server({ workers: 1, timeoutMs: 2000, requestRestarts: 1 });
     await evaluator.ready();
-    const bomb = command("'x'.repeat(2 ** 28).split('')");
-    exactly(await post(app, [bomb, bomb, bomb, command('true')]), 422, {
+    const bomb = (n: number) => command(`'x'.repeat(2 ** 28).split('').length > ${n}`);
+    exactly(await post(app, [bomb(1), bomb(2), bomb(3), command('true')]), 422, {
       type: 'urn:cfgu:problem:budget-exceeded',
       title: 'Budget Exceeded',
       status: 422,
