@@ -19,8 +19,8 @@
  * visits (frozen.ts freezeCounting). The factors are set at or above the worst shape measured, so the ceiling holds for
  * every shape measured; for common shapes they overestimate by 1.1-2x (see the table).
  *
- * The watch hub's kept answers (src/server/watch.ts) may register here too (`cacheBudget.register`), with the name
- * `watch`.
+ * The watch hub's answers (src/server/watch.ts) may register here too (`cacheBudget.register`), with the name `watch`:
+ * an answer a stream still needs is not evictable (its evictOne returns false), and the budget evicts elsewhere.
  */
 import { getHeapStatistics } from 'node:v8';
 
@@ -32,7 +32,10 @@ export interface CacheMember {
   bytes(): number;
   /** Entries held now. */
   entries(): number;
-  /** Drop the least recently used entry; false when there is none. */
+  /**
+   * Drop the least recently used entry; false when there is none it may drop (the budget then evicts from the other
+   * caches).
+   */
   evictOne(): boolean;
 }
 
@@ -115,11 +118,13 @@ export class CacheBudget {
     const members = this.live();
     let total = 0;
     for (const m of members) total += m.bytes();
+    /** Members that could not evict (entries in use, such as a watched pipeline's answer): asked no more this time. */
+    const stuck = new Set<CacheMember>();
     while (total > this.ceiling) {
       let victim: CacheMember | undefined;
       let worst = -1;
       for (const m of members) {
-        if (m.entries() === 0) continue;
+        if (m.entries() === 0 || stuck.has(m)) continue;
         const load = m.bytes() / (CACHE_SHARES[m.name] ?? 1);
         if (load > worst) {
           worst = load;
@@ -128,7 +133,10 @@ export class CacheBudget {
       }
       if (!victim) return;
       const before = victim.bytes();
-      if (!victim.evictOne()) return;
+      if (!victim.evictOne()) {
+        stuck.add(victim);
+        continue;
+      }
       this.evictions.set(victim.name, (this.evictions.get(victim.name) ?? 0) + 1);
       total -= before - victim.bytes();
     }

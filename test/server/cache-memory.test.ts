@@ -68,6 +68,23 @@ describe('the budget', () => {
     assert.equal(budget.maxEntryBytes, 6250);
   });
 
+  test('a cache that cannot evict (answers still in use) makes the others evict instead', () => {
+    const budget = new CacheBudget(100_000);
+    const watch = member('watch', 10_000);
+    watch.evictOne = () => false;
+    const body = member('body', 1000);
+    budget.register(watch);
+    budget.register(body);
+    for (let i = 0; i < 6; i++) watch.add();
+    for (let i = 0; i < 100; i++) {
+      body.add();
+      budget.settle();
+    }
+    assert.equal(watch.n, 6);
+    assert.equal(body.n, 40);
+    assert.ok(budget.totalBytes() <= budget.limitBytes);
+  });
+
   test('the default is a quarter of the heap limit, at most 256 MiB, and follows --max-old-space-size', () => {
     assert.equal(defaultCacheMemoryMb(256 * MiB), 64);
     assert.equal(defaultCacheMemoryMb(512 * MiB), 128);
