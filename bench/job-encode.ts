@@ -8,7 +8,7 @@
 // const and two tests in W10; 10 consts and 10 tests in W100). Times are process CPU µs per job (median over rounds).
 import { parseArgs } from 'node:util';
 import { freezeDeep } from '../src/core/frozen.js';
-import { ChildStatics, StaticRegistry, childRecord, encodeWire, lineFor } from '../src/expressions/job-wire.js';
+import { ChildStatics, childStaticLimit, StaticRegistry, childRecord, encodeWire, lineFor } from '../src/expressions/job-wire.js';
 import { encodeJob, wireJobOf, type SandboxRequest } from '../src/expressions/protocol.js';
 import type { ConfigView, ExpressionJob } from '../src/expressions/index.js';
 
@@ -74,8 +74,8 @@ for (const [name, job] of [
   console.log(`| ${name} | before: whole job as an object | ${before.toFixed(2)} | 0 (passed through) | ${parseBefore.toFixed(2)} | ${legacy.length + 1} |`);
 
   const registry = new StaticRegistry();
-  const held = childRecord();
-  const child = new ChildStatics();
+  const held = childRecord(childStaticLimit(64));
+  const child = new ChildStatics(childStaticLimit(64));
   const full = lineFor(encodeWire(job, registry), held);
   const byId = lineFor(encodeWire(job, registry), held);
   const [staticLine] = full.split('\n');

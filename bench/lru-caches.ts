@@ -4,6 +4,7 @@
  * Run: npx tsx bench/lru-caches.ts   (prints ns per operation, median of 7 rounds)
  */
 import { BodyCache } from '../src/server/body-cache.js';
+import { CacheBudget } from '../src/core/cache-budget.js';
 import { configureSchemaCache, prepareSchema } from '../src/core/schema.js';
 
 function median(xs: number[]): number {
@@ -30,7 +31,7 @@ measure('BodyCache.get (hit, 64 bodies)', N, () => {
   for (let i = 0; i < N; i++) cache.get(bodies[i & 63]!);
 });
 
-const small = new BodyCache(64 * 1024, 256); // ~100 bodies of ~600 bytes: every add past that evicts
+const small = new BodyCache(new CacheBudget(400 * 1024), 256); // ~100 bodies of ~600 characters: every add past that evicts
 const churn = Array.from({ length: 4096 }, (_, i) => JSON.stringify([{ schema: { keys: { [`C${i}`]: { description: 'y'.repeat(600) } } } }]));
 const parsed = churn.map((t) => JSON.parse(t) as unknown);
 measure('BodyCache.add (evicting)', churn.length, () => {

@@ -1,7 +1,7 @@
 // The long fuzz campaign (the short one runs in `npm test`: test/fuzz/fuzz.test.ts). Same generator and oracle.
 //
 //   node scripts/fuzz.mjs [--seed N] [--requests M] [--url URL] [--profile full|quick] [--concurrency C]
-//                         [--resend SHARE] [--workers W] [--timeout MS] [--out DIR] [--minimize]
+//                         [--resend SHARE] [--workers W] [--timeout MS] [--out DIR] [--minimize] [--bin PATH]
 //   node scripts/fuzz.mjs --replay FILE [--url URL]
 //
 // Without --url it starts `cfgu serve` on a fixture (a free port), and for the order check a second, fresh one.
@@ -30,8 +30,11 @@ const { values: args } = parseArgs({
     out: { type: 'string', default: 'fuzz-out' },
     minimize: { type: 'boolean', default: false },
     replay: { type: 'string' },
+    bin: { type: 'string' },
   },
 });
+// --bin: serve with another build's bin/cfgu.js (an older checkout), same generator and oracle.
+if (args.bin) process.env.CFGU_FUZZ_BIN = resolve(args.bin);
 
 const mb = (megabytes) => `${megabytes.toFixed(0)} MB`;
 

@@ -14,7 +14,30 @@ const frozen = new WeakSet<object>();
  * must be a tree (what JSON.parse makes): a cycle below that depth would be walked for ever.
  */
 export function freezeDeep<T>(value: T, recordDepth = Number.POSITIVE_INFINITY): T {
-  if (value === null || typeof value !== 'object' || frozen.has(value as object)) return value;
+  walkFreezing(value, recordDepth, undefined);
+  return value;
+}
+
+/**
+ * freezeDeep, also counting what it walks: the objects and arrays frozen here, and their own properties and elements
+ * (slots). The counts come from the walk freezing does anyway; the caches estimate a body's memory from them
+ * (cache-budget.ts).
+ */
+export function freezeCounting(value: unknown, recordDepth = Number.POSITIVE_INFINITY): FreezeCounts {
+  const counts = { objects: 0, slots: 0, atRecordDepth: 0 };
+  walkFreezing(value, recordDepth, counts);
+  return counts;
+}
+
+/** What freezeCounting walked: objects and arrays, their own properties and elements, and the objects at `recordDepth`. */
+export interface FreezeCounts {
+  objects: number;
+  slots: number;
+  atRecordDepth: number;
+}
+
+function walkFreezing(value: unknown, recordDepth: number, counts: FreezeCounts | undefined): void {
+  if (value === null || typeof value !== 'object' || frozen.has(value as object)) return;
   const stack: object[] = [value as object];
   const depths: number[] = [0];
   while (stack.length) {
@@ -25,7 +48,13 @@ export function freezeDeep<T>(value: T, recordDepth = Number.POSITIVE_INFINITY):
       frozen.add(o);
     }
     Object.freeze(o);
-    for (const k of Object.keys(o)) {
+    const keys = Object.keys(o);
+    if (counts) {
+      counts.objects++;
+      counts.slots += keys.length;
+      if (depth === recordDepth) counts.atRecordDepth++;
+    }
+    for (const k of keys) {
       const v = (o as Record<string, unknown>)[k];
       if (v !== null && typeof v === 'object' && !frozen.has(v)) {
         stack.push(v);
@@ -33,7 +62,6 @@ export function freezeDeep<T>(value: T, recordDepth = Number.POSITIVE_INFINITY):
       }
     }
   }
-  return value;
 }
 
 /** True when `value` was deep-frozen by freezeDeep. */

@@ -9,6 +9,7 @@
  * overflow the stack.
  */
 import { LRUCache } from 'lru-cache';
+import { cacheBudget, estimateSchemaBytes, type CacheBudget, type CacheMember } from './cache-budget.js';
 import { InputError, ErrorCodes, type InputIssue } from './errors.js';
 import { isArrayIndex, truncate } from './names.js';
 import { declaredTypeOf } from './coerce.js';
@@ -119,31 +120,58 @@ function prepare(keys: Record<string, Cfgu | null>): PreparedSchema {
   };
 }
 
-/** Bounds of the prepared-schema cache: entries, and characters of schema JSON text (a prepared schema takes memory
- * in proportion to its text, so the count alone let a few hundred large schemas take gigabytes). */
-const cacheLimits = { entries: 500, chars: 16 * 1024 * 1024 };
-let cache = newCache();
+/**
+ * The prepared-schema cache: prepared forms (and failures) by schema text, least recently used evicted first. It counts
+ * against the process's cache memory ceiling (cache-budget.ts): each entry's memory is estimated when it is added, from
+ * the text's length and the number of keys (a prepared schema takes many times its text: PreparedKey objects, maps,
+ * enum rules, and the declarations it points to). At most `entries` entries as well.
+ */
+class SchemaCache implements CacheMember {
+  readonly name = 'schema';
+  readonly lru: LRUCache<string, PreparedSchema | InputError>;
+  readonly unregister: () => void;
+  constructor(
+    readonly budget: CacheBudget,
+    readonly maxEntries: number,
+  ) {
+    this.lru = new LRUCache({ max: maxEntries, maxSize: Number.MAX_SAFE_INTEGER });
+    this.unregister = budget.register(this);
+  }
+  bytes(): number {
+    return this.lru.calculatedSize;
+  }
+  entries(): number {
+    return this.lru.size;
+  }
+  evictOne(): boolean {
+    return this.lru.pop() !== undefined;
+  }
+  add(text: string, hit: PreparedSchema | InputError): void {
+    const size = estimateSchemaBytes(text.length, hit instanceof InputError ? hit.issues.length : hit.keys.length);
+    if (size > this.budget.maxEntryBytes) return; // prepared every time, not kept
+    this.lru.set(text, hit, { size });
+    this.budget.settle();
+  }
+}
+
+let cache = new SchemaCache(cacheBudget, 500);
 /** Prepared forms of deep-frozen schema objects (see frozen.ts); entries go with their objects. */
 const byIdentity = new WeakMap<object, PreparedSchema | InputError>();
 
-function newCache(): LRUCache<string, PreparedSchema | InputError> {
-  // `|| 1`: lru-cache wants a positive size; only the empty text has none.
-  return new LRUCache({ max: cacheLimits.entries, maxSize: cacheLimits.chars, sizeCalculation: (_v, text) => text.length || 1 });
-}
-
-/** Change the bounds of the prepared-schema cache (tests, embedding); entries over the new bounds are evicted. */
-export function configureSchemaCache(limits: { entries?: number; chars?: number }): void {
-  if (limits.entries !== undefined) cacheLimits.entries = limits.entries;
-  if (limits.chars !== undefined) cacheLimits.chars = limits.chars;
-  // lru-cache's bounds are fixed at construction: move the entries, least recently used first, to a new cache.
+/**
+ * Change the prepared-schema cache (tests, embedding): the budget it counts against and its most entries; the entries
+ * are moved, least recently used first, and what is over the new bounds is evicted.
+ */
+export function configureSchemaCache(limits: { entries?: number; budget?: CacheBudget }): void {
   const old = cache;
-  cache = newCache();
-  for (const [text, hit] of [...old.entries()].reverse()) cache.set(text, hit);
+  old.unregister();
+  cache = new SchemaCache(limits.budget ?? old.budget, limits.entries ?? old.maxEntries);
+  for (const [text, hit] of [...old.lru.entries()].reverse()) cache.add(text, hit);
 }
 
-/** What the prepared-schema cache holds now. */
-export function schemaCacheStats(): { entries: number; chars: number; limits: { entries: number; chars: number } } {
-  return { entries: cache.size, chars: cache.calculatedSize, limits: { ...cacheLimits } };
+/** What the prepared-schema cache holds now: entries and their estimated bytes. */
+export function schemaCacheStats(): { entries: number; bytes: number; limits: { entries: number; budget: CacheBudget } } {
+  return { entries: cache.lru.size, bytes: cache.lru.calculatedSize, limits: { entries: cache.maxEntries, budget: cache.budget } };
 }
 
 function failure(issues: InputIssue[]): InputError {
@@ -157,8 +185,8 @@ function failure(issues: InputIssue[]): InputError {
 /**
  * Validate a ConfigSchema (`{ keys: {...} }`) and return its prepared form. Throws InputError (code
  * CFGU_INVALID_SCHEMA) listing every problem, each with a path under `pathPrefix`.
- * Results (good and bad) are cached by the schema's JSON text, bounded by count and size, least recently used evicted
- * first. A cached failure holds only paths and messages derived from that exact text.
+ * Results (good and bad) are cached by the schema's JSON text, bounded by count and by estimated memory (the process's
+ * cache ceiling), least recently used evicted first. A cached failure holds only paths and messages derived from that exact text.
  */
 export function prepareSchema(schema: unknown, pathPrefix = ''): PreparedSchema {
   // A deep-frozen schema cannot have changed since it was seen: look it up by identity, without serialising it.
@@ -178,10 +206,10 @@ export function prepareSchema(schema: unknown, pathPrefix = ''): PreparedSchema 
   } catch {
     throw new InputError(ErrorCodes.INVALID_SCHEMA, 'the schema is not JSON', [{ path: pathPrefix || '/', message: 'the schema is not JSON' }]);
   }
-  let hit = cache.get(text);
+  let hit = cache.lru.get(text);
   if (!hit) {
     hit = validateUncached(schema);
-    cache.set(text, hit); // a text over the size bound is not kept
+    cache.add(text, hit); // an entry over the largest size is not kept
   }
   if (immutable) byIdentity.set(schema as object, hit);
   return unwrap(hit, pathPrefix);

@@ -22,11 +22,12 @@ import type { Socket } from 'node:net';
 import type { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 import { LRUCache } from 'lru-cache';
+import { cacheBudget, estimateAnswerBytes, type CacheMember } from '../core/cache-budget.js';
 import { BudgetExceededError, ConfigurationError, SandboxBusyError, SandboxUnavailableError } from '../core/errors.js';
 import { freezeDeep } from '../core/frozen.js';
 import { ExpressionError } from './errors.js';
 import { hitLimit, RunawayMemo, SlowLane, SLOW_LANE_MAX_WAIT_MS, SLOW_LANE_OTHERS_MS, SLOW_LANE_QUEUE } from './runaways.js';
-import { childRecord, encodeWire, lineFor, StaticRegistry, staticLinesOf, type EncodedJob, type UnknownAnswer } from './job-wire.js';
+import { childRecord, childStaticLimit, encodeWire, lineFor, StaticRegistry, staticLinesOf, type EncodedJob, type UnknownAnswer } from './job-wire.js';
 import {
   FLUSH_LINE,
   failureResponse,
@@ -108,6 +109,8 @@ export interface SandboxEvaluator extends ExpressionEvaluator {
   runawaysRefused(): number;
   /** Whether the client is in the slow lane (its jobs keep hitting limits; see runaways.ts). */
   isOffender(client: string): boolean;
+  /** Static halves held by the children (estimated bytes and entries, all children together). */
+  childStatics(): { bytes: number; entries: number };
 }
 
 /** The environment variables of the sandbox options, with their bounds. */
@@ -235,14 +238,39 @@ const V8_FATAL = /Fatal JavaScript|FATAL ERROR|Fatal error in/;
 
 const MAX_START_FAILURES = 3;
 
-/** Characters of job text and answers that `answers` keeps at most (about twice that in bytes). */
-const ANSWER_CHARS = 16 * 1024 * 1024;
-
-/** The characters an answer holds (its const values; a kept answer has no failed test). */
-function answerChars(result: ExpressionResult): number {
-  let n = 1;
-  for (const c of result.consts) n += c.key.length + (c.ok ? c.value.length : 0);
-  return n;
+/**
+ * The kept answers as the process's cache budget sees them (core/cache-budget.ts): at most `max` answers, and their
+ * estimated memory (from the key's length, the consts and their text, counted when an answer is kept) counts against
+ * the process's cache memory ceiling.
+ */
+class KeptAnswers implements CacheMember {
+  readonly name = 'answers';
+  readonly lru: LRUCache<string, ExpressionResult>;
+  readonly unregister: () => void;
+  constructor(max: number) {
+    this.lru = new LRUCache<string, ExpressionResult>({ max, maxSize: Number.MAX_SAFE_INTEGER });
+    this.unregister = cacheBudget.register(this);
+  }
+  bytes(): number {
+    return this.lru.calculatedSize;
+  }
+  entries(): number {
+    return this.lru.size;
+  }
+  evictOne(): boolean {
+    return this.lru.pop() !== undefined;
+  }
+  get(key: string): ExpressionResult | undefined {
+    return this.lru.get(key);
+  }
+  set(key: string, result: ExpressionResult): void {
+    let chars = 0;
+    for (const c of result.consts) chars += c.key.length + (c.ok ? c.value.length : 0);
+    const size = estimateAnswerBytes(key.length, result.consts.length, chars);
+    if (size > cacheBudget.maxEntryBytes) return;
+    this.lru.set(key, result, { size });
+    cacheBudget.settle();
+  }
 }
 
 /**
@@ -271,7 +299,7 @@ class SandboxPool implements SandboxEvaluator {
    * ever given to the client whose identical job produced it: no client learns, even from timing, what another one
    * evaluated. Failed jobs, limit outcomes and jobs without a client (CLI, `.configu` rendering) are never kept.
    */
-  private readonly answers: LRUCache<string, ExpressionResult> | undefined;
+  private readonly answers: KeptAnswers | undefined;
   /** Jobs answered from `answers`. */
   private given = 0;
   /**
@@ -327,10 +355,7 @@ class SandboxPool implements SandboxEvaluator {
       runawayMemo: int(options.runawayMemo, d.runawayMemo, 0),
     };
     this.memo = new RunawayMemo(this.options.runawayMemo);
-    this.answers =
-      this.options.answers > 0
-        ? new LRUCache<string, ExpressionResult>({ max: this.options.answers, maxSize: ANSWER_CHARS, sizeCalculation: (result, key) => key.length + answerChars(result) })
-        : undefined;
+    this.answers = this.options.answers > 0 ? new KeptAnswers(this.options.answers) : undefined;
     const root = packageRoot();
     this.childFile = join(root, 'dist', 'sandbox-child.js');
     this.bundleFile = join(root, 'dist', 'sandbox', 'libraries.js');
@@ -401,6 +426,17 @@ class SandboxPool implements SandboxEvaluator {
     this.memo.set(key, freezeDeep(result));
     this.lane.strike(client, limit === 'memory-limit' ? 2 : 1);
     if (limit === 'time-limit' && this.lane.isOffender(client) && this.protecting(client)) this.lane.close(this.options.timeoutMs);
+  }
+
+  /** The static halves the children hold, all together: the host's record of each child counts as the child does. */
+  childStatics(): { bytes: number; entries: number } {
+    let bytes = 0;
+    let entries = 0;
+    for (const w of this.workers) {
+      bytes += w.statics.calculatedSize;
+      entries += w.statics.size;
+    }
+    return { bytes, entries };
   }
 
   async renderTemplate(template: string, context: unknown): Promise<string> {
@@ -808,7 +844,7 @@ class SandboxPool implements SandboxEvaluator {
       killedForCpu: false,
       fatalReport: false,
       buffer: '',
-      statics: childRecord(),
+      statics: childRecord(childStaticLimit(this.options.memoryMb)),
       out: '',
     };
     this.workers.add(w);

@@ -8,7 +8,8 @@
  * (protocol.ts DynamicHalfJson).
  *
  * - The host interns each static half by its exact JSON text: one id per distinct text, never reused.
- * - Per child, the host remembers (bounded LRU, `STATIC_LIMITS`) which ids that child holds. A job whose id the child
+ * - Per child, the host remembers (an LRU bounded like the child's: `STATIC_LIMITS` entries and childStaticLimit bytes
+ *   of the child's memory limit) which ids that child holds. A job whose id the child
  *   holds goes as one line, `{"t":"j","id":N,"d":[...]}`; otherwise a line `{"t":"s","id":N,"s":[...]}` with the
  *   static half goes first. A new or replaced child starts empty on both sides.
  * - The child keeps the static halves' text in its own LRU with the same bounds, outside the isolate (a renewed
@@ -24,12 +25,26 @@
  * No I/O. Used by src/expressions/index.ts (host) and sandbox-child.ts (child).
  */
 import { LRUCache } from 'lru-cache';
+import { cacheBudget, estimateStaticBytes, type CacheBudget, type CacheMember } from '../core/cache-budget.js';
 import { isDeepFrozen } from '../core/frozen.js';
 import { encodeJob, type WireJob } from './protocol.js';
 import type { ExpressionJob } from './types.js';
 
-/** Bounds of every static-half cache (host registry, host's view of each child, the child's own). */
-export const STATIC_LIMITS = { entries: 500, chars: 16 * 1024 * 1024 };
+/** Most entries of every static-half cache (host registry: four times this; host's view of each child; the child's own). */
+export const STATIC_LIMITS = { entries: 500 };
+
+/**
+ * The bytes a static half takes in a child (its text, one- or two-byte, and the LRU entry): the child and the host's
+ * record of the child count with this same function, so they evict the same halves.
+ */
+export const childStaticBytes = (text: string): number => 2 * text.length + 100;
+
+/**
+ * The bytes a child keeps for static halves, from its isolate's memory limit (CONFIGU_EXPRESSION_MEMORY_MB): a
+ * quarter of it. The halves live in the child's own heap, outside the isolate; the child's process memory is sized by
+ * that same setting (docs/deploy.md), so its caches follow it.
+ */
+export const childStaticLimit = (memoryMb: number): number => Math.floor((memoryMb * 1024 * 1024) / 4);
 
 /** One interned static half. `text` is `[keys,consts,tests]` as JSON. */
 export interface StaticHalf {
@@ -65,14 +80,32 @@ function textOf(value: object): string {
   return text;
 }
 
-/** The host's interned static halves: exact text -> id, bounded (an evicted text gets a new id if it comes back). */
-export class StaticRegistry {
+/**
+ * The host's interned static halves: exact text -> id, counted against the process's cache memory ceiling
+ * (core/cache-budget.ts, estimated from the text's length and the names), least recently used evicted first (an
+ * evicted text gets a new id if it comes back).
+ */
+export class StaticRegistry implements CacheMember {
+  readonly name = 'static';
   private next = 1;
-  private readonly byText = new LRUCache<string, StaticHalf>({
-    max: STATIC_LIMITS.entries * 4,
-    maxSize: STATIC_LIMITS.chars * 4,
-    sizeCalculation: (_v, text) => text.length || 1,
-  });
+  private readonly byText = new LRUCache<string, StaticHalf>({ max: STATIC_LIMITS.entries * 4, maxSize: Number.MAX_SAFE_INTEGER });
+  readonly unregister: () => void;
+
+  constructor(private readonly budget: CacheBudget = cacheBudget) {
+    this.unregister = budget.register(this);
+  }
+
+  bytes(): number {
+    return this.byText.calculatedSize;
+  }
+
+  entries(): number {
+    return this.byText.size;
+  }
+
+  evictOne(): boolean {
+    return this.byText.pop() !== undefined;
+  }
 
   /**
    * The last static half made from each deep-frozen declarations object, with the consts and test items it was made
@@ -98,7 +131,11 @@ export class StaticRegistry {
     let half = this.byText.get(text);
     if (!half) {
       half = { id: this.next++, text, names: Object.keys(keys) };
-      this.byText.set(text, half);
+      const size = estimateStaticBytes(text.length, half.names.length);
+      if (size <= this.budget.maxEntryBytes) {
+        this.byText.set(text, half, { size });
+        this.budget.settle();
+      }
     }
     return half;
   }
@@ -181,9 +218,12 @@ export function encodeWire(job: ExpressionJob, registry: StaticRegistry): Encode
   return { half, head: `{"t":"j","id":${half.id},"d":${d}`, job: { consts: job.consts, tests: job.tests } };
 }
 
-/** The host's record of the static halves one child holds (the child's own LRU has the same bounds). */
-export function childRecord(): LRUCache<number, true> {
-  return new LRUCache<number, true>({ max: STATIC_LIMITS.entries, maxSize: STATIC_LIMITS.chars, sizeCalculation: () => 1 });
+/**
+ * The host's record of the static halves one child holds: the child's own LRU (ChildStatics) with the same bounds and
+ * sizes, so both evict the same halves. `maxBytes`: childStaticLimit of the pool's memory limit.
+ */
+export function childRecord(maxBytes: number): LRUCache<number, true> {
+  return new LRUCache<number, true>({ max: STATIC_LIMITS.entries, maxSize: maxBytes });
 }
 
 /**
@@ -195,7 +235,7 @@ export function lineFor(job: EncodedJob, held: LRUCache<number, true>): string {
   const half = job.half;
   if (!half) return job.head;
   if (held.get(half.id)) return `${job.head}}`;
-  held.set(half.id, true, { size: half.text.length || 1 });
+  held.set(half.id, true, { size: childStaticBytes(half.text) });
   return `{"t":"s","id":${half.id},"s":${half.text}}\n${job.head}}`;
 }
 
@@ -229,11 +269,19 @@ function idAt(line: string, prefix: string): { id: number; rest: number } {
  * whole-job form gives, so answers are unchanged.
  */
 export class ChildStatics {
-  private readonly held = new LRUCache<number, string>({
-    max: STATIC_LIMITS.entries,
-    maxSize: STATIC_LIMITS.chars,
-    sizeCalculation: (text) => text.length || 1,
-  });
+  private readonly held: LRUCache<number, string>;
+  /** The last half too large for the store: kept for its job line only. */
+  private oversized: { id: number; text: string } | undefined;
+
+  /** `maxBytes`: childStaticLimit of the child's memory limit (the host's record of this child uses the same). */
+  constructor(readonly maxBytes: number) {
+    this.held = new LRUCache<number, string>({ max: STATIC_LIMITS.entries, maxSize: maxBytes, sizeCalculation: childStaticBytes });
+  }
+
+  /** Estimated bytes held (childStaticBytes of each half). */
+  get bytes(): number {
+    return this.held.calculatedSize;
+  }
 
   /** How many static halves are held (tests, diagnostics). */
   get size(): number {
@@ -253,7 +301,11 @@ export class ChildStatics {
     if (line.startsWith(STATIC_PREFIX)) {
       const { id, rest } = idAt(line, STATIC_PREFIX);
       if (Number.isSafeInteger(id) && line.startsWith(',"s":', rest) && line.endsWith('}')) {
-        this.held.set(id, line.slice(rest + 5, -1));
+        const text = line.slice(rest + 5, -1);
+        // A half larger than the whole store is kept for the job line that follows it only (the host's record refuses
+        // it too, so the host sends it again before each job that needs it).
+        if (childStaticBytes(text) > this.maxBytes) this.oversized = { id, text };
+        else this.held.set(id, text);
         return { kept: id };
       }
       return { line };
@@ -261,7 +313,7 @@ export class ChildStatics {
     if (!line.startsWith(JOB_PREFIX)) return { line };
     const { id, rest } = idAt(line, JOB_PREFIX);
     if (!Number.isSafeInteger(id) || !line.startsWith(',"d":', rest)) return { line };
-    const text = this.held.get(id);
+    const text = this.held.get(id) ?? (this.oversized?.id === id ? this.oversized.text : undefined);
     if (text === undefined) return { unknown: id };
     return { line: `{"t":"j","s":${text},"d":${line.slice(rest + 5)}` };
   }

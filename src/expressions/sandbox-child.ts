@@ -23,7 +23,7 @@ import {
   type SandboxRequest,
 } from './protocol.js';
 import { loadSandboxBuild } from './isolated-vm.js';
-import { ChildStatics, unknownLine } from './job-wire.js';
+import { ChildStatics, childStaticLimit, unknownLine } from './job-wire.js';
 import { readCodeCache, readWarmPlan } from './prepared.js';
 
 interface ChildOptions {
@@ -83,6 +83,10 @@ function createSandbox(): Sandbox {
   const seal = runtime.getSync('seal', { reference: true }) as IVM.Reference<(warm: string) => string>;
   const sealReport = seal.applySync(undefined, [warmPlan], { timeout: 30_000 }) as string;
   seal.release();
+  // The caches inside the isolate are bounded from its memory limit (sandbox-runtime.ts `limits`).
+  const limits = runtime.getSync('limits', { reference: true }) as IVM.Reference<(memoryMb: number) => void>;
+  limits.applySync(undefined, [options.memoryMb], { timeout: 30_000 });
+  limits.release();
   runtime.release();
   warm(handle);
   return { isolate, handle, partial, sealReport, startupMs: performance.now() - started, codeCache: cacheUse };
@@ -281,7 +285,7 @@ function ready(): void {
 }
 
 /** Static halves of jobs sent by the host (job-wire.ts): schema text only, kept across isolate renewals. */
-const statics = new ChildStatics();
+const statics = new ChildStatics(childStaticLimit(options.memoryMb));
 
 // The host pipelines several jobs to a child; they are answered strictly in order, one line each.
 let buffer = '';

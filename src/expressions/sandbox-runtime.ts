@@ -16,8 +16,8 @@ import * as zod from 'zod';
 // @ts-expect-error chai 6 ships no type declarations (and @types/chai is not installed)
 import * as chai from 'chai';
 import { O, ArrayIsArray, defineProperty, getOwnPropertyDescriptor, ownKeys, JSONparse, JSONstringify, StringCtor } from './sandbox/intrinsics.js';
-import { JSONSchema, generation, generations, lastAjv, metaAjv } from './sandbox/json-schema.js';
-import { cache } from './sandbox/compile.js';
+import { JSONSchema, generation, generations, lastAjv, metaAjv, setValidatorCacheBytes } from './sandbox/json-schema.js';
+import { cache, setCompileCacheBytes } from './sandbox/compile.js';
 import { handle, partial } from './sandbox/jobs.js';
 import { deepFreeze, sealReport, verifySealed, walkReachable } from './sandbox/seal.js';
 import { warmUp, warmZod, type WarmStep } from './sandbox/warm-zod.js';
@@ -40,8 +40,23 @@ function stats(): string {
     // What the meta-schema checker holds: the same from the first job to the last.
     metaRefs: O.keys(metaAjv.refs).length,
     metaSchemas: O.keys(metaAjv.schemas).length,
-    expressionCache: { entries: cache.size, bytes: cache.bytes },
+    expressionCache: { entries: cache.size, bytes: cache.bytes, limit: cache.maxBytes },
+    validatorLimit: validatorLimit,
   });
+}
+
+let validatorLimit = 0;
+/**
+ * Bound the caches inside the isolate from its memory limit (the child calls it once, after `seal`): compiled
+ * validators and expressions an eighth of it each, trusted templates (.configu) a sixteenth. Together 5/16 of the
+ * limit, under the half that makes a child renew its isolate after a job (retireHeapMb): full caches alone never
+ * make it renew, and they leave a job most of the heap.
+ */
+function limits(memoryMb: number): void {
+  const bytes = memoryMb * 1024 * 1024;
+  validatorLimit = Math.floor(bytes / 8);
+  setValidatorCacheBytes(validatorLimit);
+  setCompileCacheBytes(Math.floor(bytes / 8), Math.floor(bytes / 16));
 }
 
 let sealed = false;
@@ -135,5 +150,5 @@ function fingerprint(): string {
   return JSONstringify({ objects: signatures.length, hash: hash.toString(16) });
 }
 
-const runtime = { seal, handle, partial, stats, fingerprint };
+const runtime = { seal, handle, partial, stats, fingerprint, limits };
 (globalThis as Record<string, unknown>).__cfguRuntime = runtime;

@@ -39,6 +39,7 @@ import { budgetKey, rateLimitRouteConfig, registerRateLimit } from './rate-limit
 import { answerConnect, answerExpectation, blankProblem, createClientErrorHandler } from './client-errors.js';
 import { Lifecycle } from './lifecycle.js';
 import { BodyCache } from './body-cache.js';
+import { cacheBudget } from '../core/cache-budget.js';
 import { MAX_BODY_NESTING, nestsDeeperThan } from './body-depth.js';
 import { FORBIDDEN_PROPERTY, UNSUPPORTED_CHARSET, httpProblem, problem, PROBLEM_CONTENT_TYPE, PROBLEM_TYPES, toProblem, type Problem } from './problem.js';
 import {
@@ -231,9 +232,12 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   const defaultJsonParser = app.getDefaultJsonParser('error', 'error');
   // Fastify reports every parser failure as "invalid JSON". When the text is valid JSON after all, the failure was the
   // prototype-poisoning guard (`__proto__`, `constructor.prototype`): say so (only this error path pays the re-parse).
+  // Every cache of this process counts against one ceiling (core/cache-budget.ts, limits.cacheMemoryMb).
+  cacheBudget.configure(settings.limits.cacheMemoryMb * 1024 * 1024);
   const bodies = new BodyCache();
+  app.addHook('onClose', async () => bodies.unregister());
   // Metrics and traces (docs/operations.md): the stores and the sandbox as the engine uses them, observed.
-  const observation = createObservation({ settings, stores: registry, evaluator, bodyCache: bodies, watchers: () => watch.watchers });
+  const observation = createObservation({ settings, stores: registry, evaluator, bodyCache: bodies, caches: cacheBudget, watchers: () => watch.watchers });
   const jsonParser: typeof defaultJsonParser = (request, body, done) => {
     // JSON is UTF-8 (RFC 8259); a body declared in another charset would be misread, so it is refused.
     const charset = /;\s*charset\s*=\s*"?([^";\s]+)/i.exec(request.headers['content-type'] ?? '')?.[1]?.toLowerCase();

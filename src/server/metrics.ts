@@ -29,7 +29,15 @@ export interface SandboxState {
   answersGiven?(): number;
   /** Jobs answered with a remembered limit answer (src/expressions, SandboxOptions.runawayMemo). */
   runawaysRefused?(): number;
-  readonly options: { workers: number; spares: number };
+  /** Static halves the children hold (estimated bytes, entries). */
+  childStatics?(): { bytes: number; entries: number };
+  readonly options: { workers: number; spares: number; memoryMb?: number };
+}
+
+/** What the scrape reads of the process's cache budget (core/cache-budget.ts CacheBudget). */
+export interface CacheState {
+  readonly limitBytes: number;
+  stats(): Map<string, { bytes: number; entries: number }>;
 }
 
 /** What the scrape reads of the stores (the registry's status()). */
@@ -41,6 +49,7 @@ export interface MetricSources {
   sandbox?: SandboxState;
   stores?: StoreState;
   bodyCache?: { hits: number; misses: number };
+  caches?: CacheState;
   /** Watch requests held open (SSE streams plus long polls). */
   watchers?: () => number;
 }
@@ -171,7 +180,7 @@ export class ServerMetrics {
       r,
     ).byLabel('reason');
 
-    const { sandbox, stores, bodyCache, watchers } = sources;
+    const { sandbox, stores, bodyCache, watchers, caches } = sources;
     if (watchers) {
       new Gauge({
         name: 'cfgu_watchers',
@@ -246,6 +255,39 @@ export class ServerMetrics {
         [],
         (set) => set({}, sandbox.runawaysRefused?.() ?? 0),
       );
+    }
+    if (caches || sandbox?.childStatics) {
+      // Summed across workers (each worker has its own caches and ceiling).
+      new Gauge({
+        name: 'cfgu_cache_bytes',
+        help: 'Estimated memory held by each cache, in bytes (body, schema, static, answers, watch: counted against the ceiling; sandbox_static: the sandbox children\'s static halves, bounded by their memory limit)',
+        labelNames: ['cache'],
+        registers,
+        collect() {
+          if (caches) for (const [name, s] of caches.stats()) this.set({ cache: name }, s.bytes);
+          if (sandbox?.childStatics) this.set({ cache: 'sandbox_static' }, sandbox.childStatics().bytes);
+        },
+      });
+      new Gauge({
+        name: 'cfgu_cache_entries',
+        help: 'Entries held by each cache',
+        labelNames: ['cache'],
+        registers,
+        collect() {
+          if (caches) for (const [name, s] of caches.stats()) this.set({ cache: name }, s.entries);
+          if (sandbox?.childStatics) this.set({ cache: 'sandbox_static' }, sandbox.childStatics().entries);
+        },
+      });
+    }
+    if (caches) {
+      new Gauge({
+        name: 'cfgu_cache_limit_bytes',
+        help: 'The ceiling of the caches\' estimated memory (limits.cacheMemoryMb), summed across workers',
+        registers,
+        collect() {
+          this.set(caches.limitBytes);
+        },
+      });
     }
     if (bodyCache) {
       readCounter(this.registry, 'cfgu_body_cache_hits_total', 'Request bodies found already parsed in the body cache', [], (set) => set({}, bodyCache.hits));

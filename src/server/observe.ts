@@ -26,7 +26,7 @@ import type { ExpressionEvaluator, ExpressionJob, ExpressionResult, RunContext }
 import type { Config, ConfigQuery, ResolvedStore, StoreResolver } from '../stores/types.js';
 import { mayReadMetrics } from './access.js';
 import { createKeyChecker } from './auth.js';
-import { ServerMetrics, useWorkerMetrics, type SandboxState, type StoreState } from './metrics.js';
+import { ServerMetrics, useWorkerMetrics, type CacheState, type SandboxState, type StoreState } from './metrics.js';
 import { PROBLEM_CONTENT_TYPE, PROBLEM_TYPES, cfguProblem, httpProblem, problem } from './problem.js';
 import type { ServerSettings } from './settings.js';
 import { activeTracer, endWith, inSpan } from './tracing.js';
@@ -36,6 +36,8 @@ export interface ObservationInput {
   stores: StoreResolver;
   evaluator?: ExpressionEvaluator;
   bodyCache?: { hits: number; misses: number };
+  /** The process's cache budget (core/cache-budget.ts): each cache's estimated bytes and entries, and the ceiling. */
+  caches?: CacheState;
   /** Watch requests held open (SSE streams plus long polls). */
   watchers?: () => number;
 }
@@ -96,6 +98,7 @@ export function createObservation(input: ObservationInput): Observation {
         sandbox: isSandbox(input.evaluator) ? input.evaluator : undefined,
         stores: hasStatus(input.stores) ? input.stores : undefined,
         bodyCache: input.bodyCache,
+        ...(input.caches ? { caches: input.caches } : {}),
         ...(input.watchers ? { watchers: input.watchers } : {}),
       })
     : undefined;

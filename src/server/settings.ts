@@ -11,7 +11,9 @@ import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { dirname, isAbsolute, resolve as resolvePath } from 'node:path';
 import { ConfigurationError } from '../core/errors.js';
+import { defaultCacheMemoryMb } from '../core/cache-budget.js';
 import { DEFAULT_ENGINE_LIMITS, type EngineLimits } from '../core/eval.js';
+import { getHeapStatistics } from 'node:v8';
 import {
   ACCESS_ENV,
   DEFAULT_AUDIT,
@@ -81,6 +83,11 @@ export interface ServerSettings {
     commands: number;
     /** Most keys in one command's schema. */
     keys: number;
+    /**
+     * Ceiling of the estimated memory of every cache of one server process, in MiB (core/cache-budget.ts). Default: a
+     * quarter of the V8 heap limit, at most 256 (defaultCacheMemoryMb).
+     */
+    cacheMemoryMb: number;
   } & EngineLimits;
   shutdown: {
     /** Longest time between the end of the drain and exit. */
@@ -134,7 +141,7 @@ export const DEFAULT_SETTINGS: Readonly<ServerSettings> = Object.freeze({
   log: { enabled: true, probes: false },
   metrics: { enabled: true, key: undefined },
   docs: { enabled: true, public: false },
-  limits: { bodyBytes: 1024 * 1024, commands: 50, keys: 10_000, ...DEFAULT_ENGINE_LIMITS },
+  limits: { bodyBytes: 1024 * 1024, commands: 50, keys: 10_000, cacheMemoryMb: defaultCacheMemoryMb(), ...DEFAULT_ENGINE_LIMITS },
   shutdown: { gracePeriodSeconds: 10, drainSeconds: 5 },
   workers: 0, // 0 = os.availableParallelism(), filled in by resolveSettings
   watch: { maxWatchers: 10_000, maxWatchersPerClient: 100, maxWaitSeconds: 300, heartbeatMs: 15_000, debounceMs: 20, pollMs: 5000 },
@@ -190,6 +197,7 @@ const ENV = {
   bodyBytes: 'CONFIGU_LIMIT_BODY_BYTES',
   commands: 'CONFIGU_LIMIT_COMMANDS',
   keys: 'CONFIGU_LIMIT_KEYS',
+  cacheMemoryMb: 'CONFIGU_CACHE_MEMORY_MB',
   setDepth: 'CONFIGU_LIMIT_SET_DEPTH',
   lookups: 'CONFIGU_LIMIT_LOOKUPS',
   templateBytes: 'CONFIGU_LIMIT_TEMPLATE_BYTES',
@@ -434,6 +442,13 @@ export function resolveSettings(input: ResolveSettingsInput = {}): ServerSetting
   const bodyBytes = read(undefined, ENV.bodyBytes, ['limits', 'bodyBytes'], (r, s) => toInteger(r, s, 1024, 1024 * 1024 * 1024), d.limits.bodyBytes);
   const commands = read(undefined, ENV.commands, ['limits', 'commands'], (r, s) => toInteger(r, s, 1, 100_000), d.limits.commands);
   const keys = read(undefined, ENV.keys, ['limits', 'keys'], (r, s) => toInteger(r, s, 1, 10_000_000), d.limits.keys);
+  // The caches' ceiling: above the heap limit it could never hold (the process would die first).
+  const heapMb = Math.floor(getHeapStatistics().heap_size_limit / (1024 * 1024));
+  const cacheMemoryMb = read(undefined, ENV.cacheMemoryMb, ['limits', 'cacheMemoryMb'], (r, s) => {
+    const mb = toInteger(r, s, 1, 1024 * 1024);
+    if (mb > heapMb) fail(s, `must be at most the heap limit of this process (${heapMb} MiB; raise it with --max-old-space-size), got ${mb}`);
+    return mb;
+  }, defaultCacheMemoryMb());
   const limit = (name: keyof EngineLimits, max: number) =>
     read(undefined, ENV[name], ['limits', name], (r, s) => toInteger(r, s, 1, max), d.limits[name]);
   const engineLimits: EngineLimits = {
@@ -466,7 +481,7 @@ export function resolveSettings(input: ResolveSettingsInput = {}): ServerSetting
     log: { enabled: logEnabled, probes: logProbes },
     metrics: { enabled: metricsEnabled, key: metricsKey },
     docs: { enabled: docsEnabled, public: docsPublic },
-    limits: { bodyBytes, commands, keys, ...engineLimits },
+    limits: { bodyBytes, commands, keys, cacheMemoryMb, ...engineLimits },
     shutdown: { gracePeriodSeconds, drainSeconds },
     workers,
     watch,

@@ -200,6 +200,8 @@ export async function startServer(prepared: Prepared, hooks: StartHooks = {}, lo
       // What the process may open (the soft limit, raised by Node to the hard one) and each client's share.
       ...(files ? { openFiles: finite(files.soft), openFilesHard: finite(files.hard) } : {}),
       maxConnectionsPerClient: perClient,
+      // The ceiling of the caches' estimated memory (limits.cacheMemoryMb; default from the heap limit).
+      cacheMemoryMb: settings.limits.cacheMemoryMb,
     },
     'listening; initialising stores',
   );

@@ -28,6 +28,7 @@ import type { Engine, WatchEndReason } from './observe.js';
 import { httpProblem, PROBLEM_CONTENT_TYPE, toProblem } from './problem.js';
 import type { ServerSettings } from './settings.js';
 import type { CredentialVerdict, WatchCredential } from './watch-access.js';
+import { cacheBudget, type CacheMember } from '../core/cache-budget.js';
 
 /** What the audit line of a watch request says about the watch (set by the hub, read by the app's audit). */
 export interface WatchRecord {
@@ -205,6 +206,7 @@ class Pipeline {
 
   /** Make `state` current and tell every watcher that has not seen it yet. */
   publish(state: State): void {
+    this.hub.held(this.state, state);
     this.state = state;
     this.tell(state);
     for (const p of [...this.polls]) {
@@ -291,6 +293,28 @@ export class WatchHub {
     this.log = options.log;
     this.observer = options.observer;
     this.lifecycle.onStopping(() => this.drain());
+    this.unregister = cacheBudget.register(this.member);
+  }
+
+  /**
+   * The answers the pipelines hold, counted against the process's cache ceiling (core/cache-budget.ts) as `watch`:
+   * each pipeline's current event bytes (an answer that pipelines of several clients share is counted once for each,
+   * an upper bound). None is evictable: a pipeline is dropped as soon as nobody watches it, so every answer held is
+   * one a watcher needs; over the ceiling, the other caches make room.
+   */
+  private heldBytes = 0;
+  private readonly member: CacheMember = {
+    name: 'watch',
+    bytes: () => this.heldBytes,
+    entries: () => this.pipelines.size,
+    evictOne: () => false,
+  };
+  private readonly unregister: () => void;
+
+  /** A pipeline's answer went from `before` to `after` (undefined: none). */
+  held(before: State | undefined, after: State | undefined): void {
+    this.heldBytes += (after ? after.frame.length + 200 : 0) - (before ? before.frame.length + 200 : 0);
+    if (after) cacheBudget.settle();
   }
 
   /** One evaluation for watchers: through the observer (counted, traced) when there is one. */
@@ -436,6 +460,7 @@ export class WatchHub {
     if (p.state === undefined) return; // its first evaluation is still running for another request
     p.stop();
     this.pipelines.delete(p.key);
+    this.held(p.state, undefined);
     for (const store of p.reads.keys()) {
       const f = this.feeds.get(store);
       if (!f) continue;
@@ -707,6 +732,8 @@ export class WatchHub {
     this.stopHeartbeat();
     for (const p of this.pipelines.values()) p.stop();
     this.pipelines.clear();
+    this.heldBytes = 0;
+    this.unregister();
     const feeds = [...this.feeds.values()];
     this.feeds.clear();
     await Promise.allSettled(feeds.map((f) => f.feed.close()));

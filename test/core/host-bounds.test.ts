@@ -17,6 +17,7 @@ import {
   type EvalCommandInput,
 } from '../../src/core/index.js';
 import { configureSchemaCache, constAnalysisSteps, schemaCacheStats } from '../../src/core/schema.js';
+import { CacheBudget } from '../../src/core/cache-budget.js';
 import { MAX_VALUE_DEPTH } from '../../src/core/coerce.js';
 import { MAX_DECLARATION_DEPTH, MAX_SCHEMA_DEPTH, jsonShapeIssue } from '../../src/core/schema-check.js';
 import { analyseTemplate, parseTemplate } from '../../src/core/template.js';
@@ -303,23 +304,27 @@ test('a cached failure carries only its own text: a later schema that Ajv cannot
   ]);
 });
 
-test('the prepared-schema cache is bounded by the size of the texts it holds', () => {
+test('the prepared-schema cache is bounded by the estimated memory of what it holds (issue 31)', () => {
   const saved = schemaCacheStats().limits;
+  const budget = new CacheBudget(2_000_000);
   try {
-    configureSchemaCache({ chars: 50_000 });
-    assert.ok(schemaCacheStats().chars <= 50_000);
-    const big = (i: number) => ({ keys: { [`BIG${i}`]: { description: 'x'.repeat(10_000) } } });
-    for (let i = 0; i < 20; i++) prepareSchema(big(i));
+    configureSchemaCache({ budget });
+    // 200 keys each: about 600 bytes a key beyond its text, whatever the text's length.
+    const wide = (i: number) => ({ keys: Object.fromEntries(Array.from({ length: 200 }, (_, k) => [`W${i}_${k}`, {}])) });
+    for (let i = 0; i < 40; i++) {
+      prepareSchema(wide(i));
+      assert.ok(budget.totalBytes() <= budget.limitBytes, `${budget.totalBytes()} bytes`);
+    }
     const stats = schemaCacheStats();
-    assert.ok(stats.chars <= 50_000, `${stats.chars} characters cached`);
-    assert.ok(stats.entries < 20);
-    // A schema larger than the whole budget is prepared but not kept.
+    assert.ok(stats.bytes <= 2_000_000, `${stats.bytes} bytes cached`);
+    assert.ok(stats.entries < 40 && stats.entries > 5, `${stats.entries} entries`);
+    // A schema larger than an eighth of the ceiling is prepared but not kept.
     const entries = stats.entries;
-    prepareSchema({ keys: { HUGE: { description: 'y'.repeat(60_000) } } });
-    assert.ok(schemaCacheStats().chars <= 50_000);
+    assert.equal(prepareSchema({ keys: { HUGE: { description: 'y'.repeat(300_000) } } }).keys.length, 1);
     assert.ok(schemaCacheStats().entries <= entries);
+    assert.ok(schemaCacheStats().bytes <= 2_000_000);
   } finally {
-    configureSchemaCache(saved);
+    configureSchemaCache({ budget: saved.budget, entries: saved.entries });
   }
 });
 

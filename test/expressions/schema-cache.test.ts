@@ -22,9 +22,11 @@ interface Stats {
   ajvSchemas: number;
   metaRefs: number;
   metaSchemas: number;
+  validatorLimit: number;
 }
 let handle: IVM.Reference<(line: string) => string>;
 let stats: IVM.Reference<() => string>;
+let limits: IVM.Reference<(memoryMb: number) => void>;
 let sealReport: { unsealed: string[]; unfixable: string[] };
 
 before(() => {
@@ -36,6 +38,7 @@ before(() => {
   const seal = runtime.getSync('seal', { reference: true }) as IVM.Reference<() => string>;
   handle = runtime.getSync('handle', { reference: true }) as IVM.Reference<(line: string) => string>;
   stats = runtime.getSync('stats', { reference: true }) as IVM.Reference<() => string>;
+  limits = runtime.getSync('limits', { reference: true }) as IVM.Reference<(memoryMb: number) => void>;
   sealReport = JSON.parse(seal.applySync(undefined, []) as string);
 });
 
@@ -73,14 +76,27 @@ describe('JSON Schema cache inside the isolate', () => {
     assert.equal(read().compiles, before);
   });
 
-  it('the cache is bounded by schema text too: large schemas start a new generation before 4 MB', () => {
+  it('the cache is bounded by the validators\' estimated memory: from the isolate\'s limit, large schemas are not kept or start a new generation', () => {
+    limits.applySync(undefined, [128]);
+    const bound = (128 * 1024 * 1024) / 8;
+    assert.equal(read().validatorLimit, bound);
     const start = read().generations;
-    const big = (i: number) => ({ description: 'x'.repeat(900_000), minLength: i });
-    for (let i = 0; i < 6; i++) {
-      assert.deepEqual(check(`JSONSchema.validate(${JSON.stringify(big(i))}, $.value)`, 'abcdefghij'), { t: 'value', ok: true, value: true });
-      assert.ok(read().bytes <= 4_000_000, JSON.stringify(read()));
+    // ~500 values each: about 250 KB estimated (500 bytes a value), so a 16 MB generation holds about 60.
+    const wide = (i: number) => ({ type: 'object', properties: Object.fromEntries(Array.from({ length: 160 }, (_, k) => [`p${k}`, { type: 'string', maxLength: k + i }])) });
+    for (let i = 0; i < 100; i++) {
+      assert.deepEqual(check(`JSONSchema.validate(${JSON.stringify(wide(i))}, $.value)`, {}), { t: 'value', ok: true, value: true });
+      assert.ok(read().bytes <= bound, JSON.stringify(read()));
     }
     assert.ok(read().generations >= start + 1);
+    // A schema whose validator alone would pass the bound is compiled, used, and not kept: under an 8 MB isolate's
+    // bound (1 MB), an enum of 3,000 values (estimated 1.5 MB).
+    limits.applySync(undefined, [8]);
+    const big = { enum: Array.from({ length: 3000 }, (_, k) => k) };
+    const before = read();
+    assert.deepEqual(check(`JSONSchema.validate(${JSON.stringify(big)}, $.value)`, 7), { t: 'value', ok: true, value: true });
+    assert.equal(read().cached, before.cached);
+    assert.equal(read().bytes, before.bytes);
+    limits.applySync(undefined, [128]);
   });
 
   it('the meta-schema checker holds the same after schemas that name other $schema values (pointers into it)', () => {

@@ -9,7 +9,7 @@ import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { freezeDeep } from '../../src/core/frozen.js';
-import { ChildStatics, STATIC_LIMITS, StaticRegistry, childRecord, encodeWire, lineFor, unknownLine } from '../../src/expressions/job-wire.js';
+import { ChildStatics, STATIC_LIMITS, childStaticLimit, StaticRegistry, childRecord, encodeWire, lineFor, unknownLine } from '../../src/expressions/job-wire.js';
 import { encodeJob, wireJobOf, type SandboxRequest } from '../../src/expressions/protocol.js';
 import { createSandboxEvaluator, type ConfigView, type ExpressionJob, type SandboxEvaluator } from '../../src/expressions/index.js';
 
@@ -74,8 +74,8 @@ const portTest = (expression: string): ExpressionJob => ({ ...engineJob({ HOST: 
 describe('job wire: static halves', () => {
   it('the first job to a child carries the static half, the next only its id; the isolate gets the same job', () => {
     const registry = new StaticRegistry();
-    const held = childRecord();
-    const child = new ChildStatics();
+    const held = childRecord(childStaticLimit(64));
+    const child = new ChildStatics(childStaticLimit(64));
     const one = engineJob({ HOST: 'a.example.com', PORT: '1', PASSWORD: 'pw-one' });
     const two = engineJob({ HOST: 'b.example.com', PORT: '2', PASSWORD: 'pw-two' });
     const first = lineFor(encodeWire(one, registry), held);
@@ -100,19 +100,19 @@ describe('job wire: static halves', () => {
   it('a new child (restart, replacement) starts empty: the static half is sent again', () => {
     const registry = new StaticRegistry();
     const job = encodeWire(engineJob({ HOST: 'h' }), registry);
-    const old = childRecord();
+    const old = childRecord(childStaticLimit(64));
     lineFor(job, old);
     assert.doesNotMatch(lineFor(job, old), /"s":/);
-    const replaced = childRecord();
+    const replaced = childRecord(childStaticLimit(64));
     const line = lineFor(job, replaced);
     assert.match(line, /"s":/);
-    assertSameJob(new ChildStatics(), line, engineJob({ HOST: 'h' }));
+    assertSameJob(new ChildStatics(childStaticLimit(64)), line, engineJob({ HOST: 'h' }));
   });
 
   it('an id evicted from the host record is sent in full again; one the child evicted is answered "unknown"', () => {
     const registry = new StaticRegistry();
-    const held = childRecord();
-    const child = new ChildStatics();
+    const held = childRecord(childStaticLimit(64));
+    const child = new ChildStatics(childStaticLimit(64));
     const jobOf = (i: number): ExpressionJob => ({
       ...engineJob({ HOST: `h${i}` }),
       tests: [{ key: 'HOST', expressions: [`$.value !== "${i}"`] }],
@@ -133,8 +133,8 @@ describe('job wire: static halves', () => {
 
   it('gives the isolate the very job of the whole form: pipe extras, a Cfgu not the declaration, odd key order, __proto__', () => {
     const registry = new StaticRegistry();
-    const held = childRecord();
-    const child = new ChildStatics();
+    const held = childRecord(childStaticLimit(64));
+    const child = new ChildStatics(childStaticLimit(64));
     const cases: ExpressionJob[] = [];
     const base = engineJob({ HOST: 'é.example.com', PORT: '80', PASSWORD: 'p"w\\\n\u2028' });
     // A key piped from an earlier command (undeclared here), placed first, as the pipe's merge puts them.
@@ -167,8 +167,8 @@ describe('job wire: static halves', () => {
 
   it('isolation: no cache holds a value, and a job by id carries and yields only its own values', () => {
     const registry = new StaticRegistry();
-    const held = childRecord();
-    const child = new ChildStatics();
+    const held = childRecord(childStaticLimit(64));
+    const child = new ChildStatics(childStaticLimit(64));
     const secrets = ['secret-of-request-one', 'secret-of-request-two'];
     const one = engineJob({ HOST: 'one.example.com', PORT: '1111', PASSWORD: secrets[0]! });
     const two = engineJob({ HOST: 'two.example.com', PORT: '2222', PASSWORD: secrets[1]! });
@@ -222,7 +222,7 @@ describe('job wire: a real sandbox child', () => {
 
   it('answers "unknown" for an id it never got, then the same answers as the old form, in full and by id', async () => {
     const registry = new StaticRegistry();
-    const held = childRecord();
+    const held = childRecord(childStaticLimit(64));
     const job = engineJob({ HOST: 'not a host', PORT: '70000', PASSWORD: 'pw' });
     const wire = encodeWire(job, registry);
     assert.equal(await answer(`${wire.head}}`), unknownLine(wire.half!.id));
@@ -237,7 +237,7 @@ describe('job wire: a real sandbox child', () => {
 
   it('answers byte for byte as the whole form: failures, messages, consts, configs listed by an expression', async () => {
     const registry = new StaticRegistry();
-    const held = childRecord();
+    const held = childRecord(childStaticLimit(64));
     const base = engineJob({ HOST: 'db.example.com', PORT: '0', PASSWORD: 'pw' });
     const piped: Record<string, ConfigView> = { '7': view('7', 'seven', { label: 'x' }, 'default') };
     for (const key of Object.keys(base.configs).reverse()) piped[key] = base.configs[key]!;

@@ -72,14 +72,15 @@ export interface RunningServer {
   stop(): Promise<void>;
 }
 
-/** `node bin/cfgu.js serve` on the fixture; resolves once `/ready` answers 200. */
+/** `node bin/cfgu.js serve` (or CFGU_FUZZ_BIN) on the fixture; resolves once `/ready` answers 200. */
 export async function startServer(options: { workers?: number; env?: Record<string, string> } = {}): Promise<RunningServer> {
   const dir = writeFixture();
   const port = await freePort();
   const env: Record<string, string> = {};
   for (const [k, v] of Object.entries(process.env)) if (v !== undefined && !k.startsWith('CONFIGU_')) env[k] = v;
   Object.assign(env, { CONFIGU_LOG_ENABLED: 'false', CONFIGU_SHUTDOWN_DRAIN_SECONDS: '0' }, options.env ?? {});
-  const args = [join(ROOT, 'bin', 'cfgu.js'), 'serve', '--config', join(dir, '.configu'), '--port', String(port), '--host', '127.0.0.1', '--workers', String(options.workers ?? 1)];
+  // CFGU_FUZZ_BIN: another build's bin/cfgu.js (scripts/fuzz.mjs --bin), for a before/after comparison.
+  const args = [process.env.CFGU_FUZZ_BIN ?? join(ROOT, 'bin', 'cfgu.js'), 'serve', '--config', join(dir, '.configu'), '--port', String(port), '--host', '127.0.0.1', '--workers', String(options.workers ?? 1)];
   const child = spawn(process.execPath, args, { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   const keep = (c: Buffer) => {

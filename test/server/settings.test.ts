@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { ConfigurationError } from '../../src/core/errors.js';
 import { resolveSettings } from '../../src/server/settings.js';
 import { removeTempDirs, tempDir } from './helpers.js';
+import { defaultCacheMemoryMb } from '../../src/core/cache-budget.js';
 
 after(removeTempDirs);
 
@@ -51,6 +52,8 @@ describe('resolveSettings', () => {
         bodyBytes: 1048576,
         commands: 50,
         keys: 10000,
+        // A quarter of this process's heap limit, at most 256 MiB (test/server/cache-memory.test.ts).
+        cacheMemoryMb: defaultCacheMemoryMb(),
         setDepth: 32,
         lookups: 250000,
         templateBytes: 65536,

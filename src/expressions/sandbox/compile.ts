@@ -11,13 +11,21 @@ import { callsImport } from './import-scan.js';
 // ---------------------------------------------------------------------------------------------------------------
 export type Compiled = (this: void, $: unknown) => unknown;
 
-/** Least recently used first out, bounded by entries and by the summed length of the sources (the keys). */
+/**
+ * The heap one cached expression takes in the isolate: the source text (the key), the function and, once it ran, its
+ * bytecode. Calibrated in Node's V8 (bench/cache-calibration.ts: `new Function` of distinct sources, each called once,
+ * heap growth per function): 0.84 KB for 20 characters, 1.3 KB for 230, 15 KB for 3,500; the estimate, 1,000 + 5 per
+ * character, is 1.2-1.6x those. A literal schema check's parsed copy is counted by the validator cache.
+ */
+export const compiledBytes = (source: string): number => 1000 + 5 * source.length;
+
+/** Least recently used first out, bounded by entries and by the estimated bytes of what it holds (compiledBytes). */
 class SourceCache {
   readonly map = new MapCtor<string, Compiled>();
   bytes = 0;
   constructor(
     private readonly maxEntries: number,
-    private readonly maxBytes: number,
+    public maxBytes: number,
   ) {}
   get size(): number {
     return this.map.size;
@@ -31,23 +39,33 @@ class SourceCache {
     return fn;
   }
   set(source: string, fn: Compiled): void {
-    // A literal schema check also holds its parsed copy: about as large again as its source.
-    const cost = source.length * 2;
-    if (cost > this.maxBytes) return;
+    const cost = compiledBytes(source);
+    if (cost > this.maxBytes / 4) return;
     this.map.set(source, fn);
     this.bytes += cost;
+    this.trim();
+  }
+  trim(): void {
     while (this.map.size > this.maxEntries || this.bytes > this.maxBytes) {
       const oldest = this.map.keys().next().value as string;
       this.map.delete(oldest);
-      this.bytes -= oldest.length * 2;
+      this.bytes -= compiledBytes(oldest);
     }
   }
 }
 
 const CACHE_LIMIT = 2000;
-const CACHE_BYTES = 8_000_000;
-export const cache = new SourceCache(CACHE_LIMIT, CACHE_BYTES);
-const trustedCache = new SourceCache(CACHE_LIMIT, CACHE_BYTES);
+/** Until the child sets them from its memory limit (setCompileCacheBytes): the bounds of a 64 MB isolate. */
+export const cache = new SourceCache(CACHE_LIMIT, 8 * 1024 * 1024);
+const trustedCache = new SourceCache(CACHE_LIMIT, 4 * 1024 * 1024);
+
+/** Bound the expression caches (the child calls it with bytes derived from the isolate's memory limit). */
+export function setCompileCacheBytes(untrusted: number, trusted: number): void {
+  cache.maxBytes = untrusted;
+  cache.trim();
+  trustedCache.maxBytes = trusted;
+  trustedCache.trim();
+}
 
 function compile(source: string, store: SourceCache, make: (body: string) => Compiled): Compiled {
   let fn = store.get(source);

@@ -60,10 +60,27 @@ const SCHEMA_MAX_TEXT = 2_000_000;
  * is garbage once its validator is made (the validator keeps only what its code uses).
  *
  * The compiled validators are cached in generations: a Map and its counts, replaced by an empty one after 500
- * compiles or 4 MB of schema text (whatever comes first). Memory is bounded by one generation.
+ * compiles or when the validators' estimated memory (validatorBytes) would pass `generationBytes` (whatever comes
+ * first), which the child sets from the isolate's memory limit (setValidatorCacheBytes). Memory is bounded by one
+ * generation.
  */
 const GENERATION_COMPILES = 500;
-const GENERATION_BYTES = 4_000_000;
+/** Until the child sets it: the bound of a 64 MB isolate. */
+let generationBytes = 8 * 1024 * 1024;
+/**
+ * The heap a compiled validator holds: its generated code and closure, the frozen copy of the schema and its text
+ * (the key). Calibrated in Node's V8 with the same Ajv and options (bench/cache-calibration.ts: distinct schemas
+ * compiled and called once, heap growth per validator): 3.7 KB for `{type, minLength}`, 10.7 KB for 5 properties with
+ * a format and a pattern, 147 KB for 100 properties (about 480 bytes per value of the schema), 2 bytes per character
+ * of a long description. The estimate, 4,000 + 2 per character + 500 per value, is 1.1-1.5x those; 11-20x for an enum
+ * of 2,000 strings (a leaf costs far less than a property).
+ */
+export const validatorBytes = (keyChars: number, nodes: number): number => 4000 + 2 * keyChars + 500 * nodes;
+/** Bound the validator cache (the child calls it with bytes derived from the isolate's memory limit). */
+export function setValidatorCacheBytes(bytes: number): void {
+  generationBytes = bytes;
+  if (generation.bytes > generationBytes) generation = newGeneration();
+}
 interface Generation {
   compiled: Map<string, CompiledSchema>;
   compiles: number;
@@ -89,6 +106,8 @@ function newAjv(): AjvLike {
 interface Canonical {
   readonly copy: object | boolean;
   readonly key: string;
+  /** Values in the schema (objects, arrays and leaves). */
+  readonly nodes: number;
 }
 const ASYNC_MESSAGE = 'JSONSchema.validate(schema, data): "$async" schemas are not supported (validation is synchronous)';
 const isArray = Array.isArray;
@@ -186,7 +205,7 @@ function canonicalSchema(schema: unknown): Canonical {
   if (state.async) throw new TypeError(ASYNC_MESSAGE);
   const key = JSONstringify(copy);
   if (key.length > SCHEMA_MAX_TEXT) throw new SchemaRefused(`JSONSchema.validate(schema, data): the schema is larger than ${SCHEMA_MAX_TEXT} characters of JSON`);
-  return { copy, key };
+  return { copy, key, nodes: state.nodes };
 }
 
 /** The validator for a canonical schema: cached, or compiled from the frozen copy (and then cached). */
@@ -204,10 +223,15 @@ function validatorFor(c: Canonical): CompiledSchema {
     checker.errors = null;
     throw new Error(clip(`schema is invalid: ${text}`));
   }
-  if (generation.compiles >= GENERATION_COMPILES || generation.bytes + c.key.length > GENERATION_BYTES) generation = newGeneration();
+  const cost = validatorBytes(c.key.length, c.nodes);
+  // A validator larger than a whole generation is compiled each time, never kept.
+  const keep = cost <= generationBytes;
+  if (keep && (generation.compiles >= GENERATION_COMPILES || generation.bytes + cost > generationBytes)) generation = newGeneration();
   const gen = generation;
-  gen.compiles++;
-  gen.bytes += c.key.length;
+  if (keep) {
+    gen.compiles++;
+    gen.bytes += cost;
+  }
   lastAjv = ajv;
   const validate = ajv.compile(c.copy);
   if (validate.$async) throw new TypeError(ASYNC_MESSAGE);
@@ -219,7 +243,7 @@ function validatorFor(c: Canonical): CompiledSchema {
   };
   defineProperty(validate, 'errors', { get: freeze(getErrors), set: freeze(setErrors), enumerable: true, configurable: false });
   freeze(validate);
-  gen.compiled.set(c.key, validate);
+  if (keep) gen.compiled.set(c.key, validate);
   return validate;
 }
 
