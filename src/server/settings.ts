@@ -85,7 +85,7 @@ export interface ServerSettings {
     keys: number;
     /**
      * Ceiling of the estimated memory of every cache of one server process, in MiB (core/cache-budget.ts). Default: a
-     * quarter of the V8 heap limit, at most 256 (defaultCacheMemoryMb).
+     * quarter of the V8 heap limit, at most 128 (defaultCacheMemoryMb).
      */
     cacheMemoryMb: number;
   } & EngineLimits;

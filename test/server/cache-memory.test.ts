@@ -87,10 +87,10 @@ describe('the budget', () => {
     assert.ok(budget.totalBytes() <= budget.limitBytes);
   });
 
-  test('the default is a quarter of the heap limit, at most 256 MiB, and follows --max-old-space-size', () => {
+  test('the default is a quarter of the heap limit, at most 128 MiB, and follows --max-old-space-size', () => {
     assert.equal(defaultCacheMemoryMb(256 * MiB), 64);
     assert.equal(defaultCacheMemoryMb(512 * MiB), 128);
-    assert.equal(defaultCacheMemoryMb(4144 * MiB), 256);
+    assert.equal(defaultCacheMemoryMb(4144 * MiB), 128);
     const script = "import('./src/server/settings.ts').then((m) => console.log(m.resolveSettings({}).limits.cacheMemoryMb))";
     for (const [heap, expected] of [[256, 64], [400, 100]] as const) {
       const r = spawnSync(process.execPath, [`--max-old-space-size=${heap}`, '--import', 'tsx', '-e', script], { cwd: ROOT, encoding: 'utf8' });
