@@ -4,7 +4,10 @@
 // latencies during the run, each deep request's time and status, and the server's resident memory at the end.
 //
 //   node bench/deep-bodies.mjs [--bodies 6] [--depth 400000] [--bin PATH]
+//   node bench/deep-bodies.mjs --shape keys [--keys 10000] [--bodies 6] [--bin PATH]
 //
+// --shape keys sends wide bodies instead: one command declaring --keys keys with a default each (distinct per body),
+// the other large shape a body may have within the limits.
 // --bin runs another build (an older checkout's bin/cfgu.js) for a before/after comparison.
 import { spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -19,6 +22,8 @@ const { values: args } = parseArgs({
   options: {
     bodies: { type: 'string', default: '6' },
     depth: { type: 'string', default: '400000' },
+    shape: { type: 'string', default: 'nested' },
+    keys: { type: 'string', default: '10000' },
     bin: { type: 'string', default: join(root, 'bin', 'cfgu.js') },
   },
 });
@@ -80,7 +85,10 @@ const probe = (async () => {
 })();
 const deep = [];
 for (let i = 0; i < Number(args.bodies); i++) {
-  const body = `[{"schema":{"keys":{"A":{}}},"configs":{"A":${'['.repeat(depth)}${']'.repeat(depth)}}}]${' '.repeat(i)}`;
+  const body =
+    args.shape === 'keys'
+      ? JSON.stringify([{ schema: { keys: Object.fromEntries(Array.from({ length: Number(args.keys) }, (_, k) => [`KEY_${i}_${k}`, { default: `value-${k}` }])) } }])
+      : `[{"schema":{"keys":{"A":{}}},"configs":{"A":${'['.repeat(depth)}${']'.repeat(depth)}}}]${' '.repeat(i)}`;
   const r = await send(port, 'POST', '/export', body);
   deep.push({ status: r.status, ms: Math.round(r.ms) });
 }
@@ -92,6 +100,6 @@ server.kill('SIGTERM');
 lives.sort((a, b) => a - b);
 const q = (f) => Math.round(lives[Math.min(lives.length - 1, Math.floor(f * lives.length))] * 10) / 10;
 process.stdout.write(
-  `${JSON.stringify({ bodies: deep.length, depth, bodyKB: Math.round((depth * 2 + 40) / 1024), deep, liveProbes: lives.length, liveP50ms: q(0.5), liveP99ms: q(0.99), liveMaxMs: q(1), rssBeforeMB: rssBefore, rssAfterMB: rssAfter })}\n`,
+  `${JSON.stringify({ shape: args.shape, bodies: deep.length, ...(args.shape === 'keys' ? { keys: Number(args.keys) } : { depth, bodyKB: Math.round((depth * 2 + 40) / 1024) }), deep, liveProbes: lives.length, liveP50ms: q(0.5), liveP99ms: q(0.99), liveMaxMs: q(1), rssBeforeMB: rssBefore, rssAfterMB: rssAfter })}\n`,
 );
 process.exit(0);
