@@ -1,5 +1,5 @@
 /**
- * docs/issue-audit.md is a traceability table (requirement → code → test → doc). Its citations go stale when code or
+ * maintainers/issue-audit.md is a traceability table (requirement → code → test → doc). Its citations go stale when code or
  * tests move: every cited file must exist, every cited test name must be in its test file, every cited code symbol
  * in its source file.
  */
@@ -10,7 +10,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-const TEXT = readFileSync(join(ROOT, 'docs', 'issue-audit.md'), 'utf8');
+const TEXT = readFileSync(join(ROOT, 'maintainers', 'issue-audit.md'), 'utf8');
 const source = (file: string) => readFileSync(join(ROOT, file), 'utf8');
 
 /** Cells of a table row; a `|` inside backticks (`eval | export`) is text. */
