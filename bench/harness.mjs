@@ -58,3 +58,27 @@ export function cpuSeconds(pid) {
   }
   return ticks / 100; // USER_HZ
 }
+
+/**
+ * A child that answers in JSON lines, one per command written to its standard input (the in-process servers of
+ * bench/sse-server.ts and bench/stream-memory-server.ts): `ask(command)` writes the command and resolves with the next
+ * line; `ask()` without one waits for the next line (the first: the child's port).
+ */
+export function jsonLines(child) {
+  let out = '';
+  const waiters = [];
+  child.stdout.setEncoding('utf8').on('data', (c) => {
+    out += c;
+    let nl;
+    while ((nl = out.indexOf('\n')) !== -1) {
+      const line = out.slice(0, nl);
+      out = out.slice(nl + 1);
+      waiters.shift()?.(JSON.parse(line));
+    }
+  });
+  return (command) =>
+    new Promise((resolve) => {
+      waiters.push(resolve);
+      if (command) child.stdin.write(`${command}\n`);
+    });
+}

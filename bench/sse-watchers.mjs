@@ -14,6 +14,7 @@ import { request } from 'node:http';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { jsonLines } from './harness.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({ options: { watchers: { type: 'string', default: '5000' }, changes: { type: 'string', default: '3' } } });
@@ -34,22 +35,7 @@ writeFileSync(join(dir, '.configu'), JSON.stringify({ stores: { main: { type: 'j
 const server = spawn(join(root, 'node_modules', '.bin', 'tsx'), [join(root, 'bench', 'sse-server.ts'), join(dir, '.configu'), String(N + 100)], {
   stdio: ['pipe', 'pipe', 'inherit'],
 });
-let serverOut = '';
-const waiters = [];
-server.stdout.setEncoding('utf8').on('data', (c) => {
-  serverOut += c;
-  let nl;
-  while ((nl = serverOut.indexOf('\n')) !== -1) {
-    const line = serverOut.slice(0, nl);
-    serverOut = serverOut.slice(nl + 1);
-    waiters.shift()?.(JSON.parse(line));
-  }
-});
-const ask = (command) =>
-  new Promise((resolve) => {
-    waiters.push(resolve);
-    if (command) server.stdin.write(`${command}\n`);
-  });
+const ask = jsonLines(server);
 const { port } = await ask();
 const stats = () => ask('stats');
 

@@ -16,6 +16,7 @@ import { request } from 'node:http';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { jsonLines } from './harness.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const { values: args } = parseArgs({
@@ -45,22 +46,7 @@ async function startServer() {
     cwd: root,
     stdio: ['pipe', 'pipe', 'inherit'],
   });
-  let out = '';
-  const waiters = [];
-  server.stdout.setEncoding('utf8').on('data', (c) => {
-    out += c;
-    let nl;
-    while ((nl = out.indexOf('\n')) !== -1) {
-      const line = out.slice(0, nl);
-      out = out.slice(nl + 1);
-      waiters.shift()?.(JSON.parse(line));
-    }
-  });
-  const ask = (command) =>
-    new Promise((resolve) => {
-      waiters.push(resolve);
-      if (command) server.stdin.write(`${command}\n`);
-    });
+  const ask = jsonLines(server);
   const { port } = await ask();
   return {
     port,

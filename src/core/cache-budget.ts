@@ -23,6 +23,7 @@
  * an answer a stream still needs is not evictable (its evictOne returns false), and the budget evicts elsewhere.
  */
 import { getHeapStatistics } from 'node:v8';
+import { LRUCache } from 'lru-cache';
 
 /** One cache, as the budget sees it. */
 export interface CacheMember {
@@ -165,6 +166,49 @@ export class CacheBudget {
 
 /** The process's budget: every cache of this process counts against it. */
 export const cacheBudget = new CacheBudget(defaultCacheMemoryMb() * MiB);
+
+/**
+ * A least-recently-used map whose entries count against a budget, each with the size estimated when it is kept: the
+ * common part of the caches that register with one (bodies, prepared schemas, kept answers). Registered when made.
+ */
+export class BudgetedLru<V extends {}> implements CacheMember {
+  readonly lru: LRUCache<string, V>;
+  /** Stops counting this cache against its budget. */
+  readonly unregister: () => void;
+
+  constructor(
+    readonly name: string,
+    readonly budget: CacheBudget = cacheBudget,
+    /** At most this many entries as well (undefined: bytes only). */
+    readonly maxEntries?: number,
+  ) {
+    this.lru = new LRUCache<string, V>({ ...(maxEntries ? { max: maxEntries } : {}), maxSize: Number.MAX_SAFE_INTEGER });
+    this.unregister = budget.register(this);
+  }
+
+  bytes(): number {
+    return this.lru.calculatedSize;
+  }
+
+  entries(): number {
+    return this.lru.size;
+  }
+
+  evictOne(): boolean {
+    return this.lru.pop() !== undefined;
+  }
+
+  /**
+   * Keep `value` as `size` estimated bytes, then evict what the budget is over. An entry larger than the budget's
+   * largest (an eighth of the ceiling) is not kept, so a few huge ones cannot flush the caches; false then.
+   */
+  keep(key: string, value: V, size: number): boolean {
+    if (size > this.budget.maxEntryBytes) return false;
+    this.lru.set(key, value, { size });
+    this.budget.settle();
+    return true;
+  }
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Estimates (calibrated: see the file's comment and bench/RESULTS.md).

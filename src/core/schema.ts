@@ -8,8 +8,7 @@
  * numbers, no `undefined`), checked before it is serialised; nesting is bounded there too, so no recursive step can
  * overflow the stack.
  */
-import { LRUCache } from 'lru-cache';
-import { cacheBudget, estimateSchemaBytes, type CacheBudget, type CacheMember } from './cache-budget.js';
+import { BudgetedLru, cacheBudget, estimateSchemaBytes, type CacheBudget } from './cache-budget.js';
 import { InputError, ErrorCodes, type InputIssue } from './errors.js';
 import { isArrayIndex, truncate } from './names.js';
 import { declaredTypeOf } from './coerce.js';
@@ -126,31 +125,13 @@ function prepare(keys: Record<string, Cfgu | null>): PreparedSchema {
  * the text's length and the number of keys (a prepared schema takes many times its text: PreparedKey objects, maps,
  * enum rules, and the declarations it points to). At most `entries` entries as well.
  */
-class SchemaCache implements CacheMember {
-  readonly name = 'schema';
-  readonly lru: LRUCache<string, PreparedSchema | InputError>;
-  readonly unregister: () => void;
-  constructor(
-    readonly budget: CacheBudget,
-    readonly maxEntries: number,
-  ) {
-    this.lru = new LRUCache({ max: maxEntries, maxSize: Number.MAX_SAFE_INTEGER });
-    this.unregister = budget.register(this);
-  }
-  bytes(): number {
-    return this.lru.calculatedSize;
-  }
-  entries(): number {
-    return this.lru.size;
-  }
-  evictOne(): boolean {
-    return this.lru.pop() !== undefined;
+class SchemaCache extends BudgetedLru<PreparedSchema | InputError> {
+  constructor(budget: CacheBudget, maxEntries: number) {
+    super('schema', budget, maxEntries);
   }
   add(text: string, hit: PreparedSchema | InputError): void {
-    const size = estimateSchemaBytes(text.length, hit instanceof InputError ? hit.issues.length : hit.keys.length);
-    if (size > this.budget.maxEntryBytes) return; // prepared every time, not kept
-    this.lru.set(text, hit, { size });
-    this.budget.settle();
+    // Larger than the budget allows one entry: prepared every time, not kept.
+    this.keep(text, hit, estimateSchemaBytes(text.length, hit instanceof InputError ? hit.issues.length : hit.keys.length));
   }
 }
 
@@ -165,13 +146,13 @@ const byIdentity = new WeakMap<object, PreparedSchema | InputError>();
 export function configureSchemaCache(limits: { entries?: number; budget?: CacheBudget }): void {
   const old = cache;
   old.unregister();
-  cache = new SchemaCache(limits.budget ?? old.budget, limits.entries ?? old.maxEntries);
+  cache = new SchemaCache(limits.budget ?? old.budget, limits.entries ?? old.maxEntries!);
   for (const [text, hit] of [...old.lru.entries()].reverse()) cache.add(text, hit);
 }
 
 /** What the prepared-schema cache holds now: entries and their estimated bytes. */
 export function schemaCacheStats(): { entries: number; bytes: number; limits: { entries: number; budget: CacheBudget } } {
-  return { entries: cache.lru.size, bytes: cache.lru.calculatedSize, limits: { entries: cache.maxEntries, budget: cache.budget } };
+  return { entries: cache.lru.size, bytes: cache.lru.calculatedSize, limits: { entries: cache.maxEntries!, budget: cache.budget } };
 }
 
 function failure(issues: InputIssue[]): InputError {

@@ -21,8 +21,7 @@ import { dirname, join } from 'node:path';
 import type { Socket } from 'node:net';
 import type { Readable, Writable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
-import { LRUCache } from 'lru-cache';
-import { cacheBudget, estimateAnswerBytes, type CacheMember } from '../core/cache-budget.js';
+import { BudgetedLru, cacheBudget, estimateAnswerBytes } from '../core/cache-budget.js';
 import { BudgetExceededError, ConfigurationError, SandboxBusyError, SandboxUnavailableError } from '../core/errors.js';
 import { freezeDeep } from '../core/frozen.js';
 import { ExpressionError } from './errors.js';
@@ -243,22 +242,9 @@ const MAX_START_FAILURES = 3;
  * estimated memory (from the key's length, the consts and their text, counted when an answer is kept) counts against
  * the process's cache memory ceiling.
  */
-class KeptAnswers implements CacheMember {
-  readonly name = 'answers';
-  readonly lru: LRUCache<string, ExpressionResult>;
-  readonly unregister: () => void;
+class KeptAnswers extends BudgetedLru<ExpressionResult> {
   constructor(max: number) {
-    this.lru = new LRUCache<string, ExpressionResult>({ max, maxSize: Number.MAX_SAFE_INTEGER });
-    this.unregister = cacheBudget.register(this);
-  }
-  bytes(): number {
-    return this.lru.calculatedSize;
-  }
-  entries(): number {
-    return this.lru.size;
-  }
-  evictOne(): boolean {
-    return this.lru.pop() !== undefined;
+    super('answers', cacheBudget, max);
   }
   get(key: string): ExpressionResult | undefined {
     return this.lru.get(key);
@@ -266,10 +252,7 @@ class KeptAnswers implements CacheMember {
   set(key: string, result: ExpressionResult): void {
     let chars = 0;
     for (const c of result.consts) chars += c.key.length + (c.ok ? c.value.length : 0);
-    const size = estimateAnswerBytes(key.length, result.consts.length, chars);
-    if (size > cacheBudget.maxEntryBytes) return;
-    this.lru.set(key, result, { size });
-    cacheBudget.settle();
+    this.keep(key, result, estimateAnswerBytes(key.length, result.consts.length, chars));
   }
 }
 

@@ -7,28 +7,23 @@
  * (never on a hit). Cached values are deep-frozen (core/frozen.ts), so no request can change what another one sees,
  * and the engine may cache what it derives from them by identity.
  */
-import { LRUCache } from 'lru-cache';
-import { cacheBudget, estimateBodyBytes, type CacheBudget, type CacheMember } from '../core/cache-budget.js';
+import { BudgetedLru, cacheBudget, estimateBodyBytes, type CacheBudget } from '../core/cache-budget.js';
 import { freezeCounting } from '../core/frozen.js';
 
 /** The levels of a body recorded as deep-frozen (core/frozen.ts). */
 export const BODY_RECORD_DEPTH = 4;
 
-export class BodyCache implements CacheMember {
-  readonly name = 'body';
-  private readonly lru = new LRUCache<string, object>({ maxSize: Number.MAX_SAFE_INTEGER });
+export class BodyCache extends BudgetedLru<object> {
   /** Lookups that found a parsed body, and lookups that did not (GET /metrics reports both). */
   hits = 0;
   misses = 0;
-  /** Stops counting this cache against the budget (the server calls it when it closes). */
-  readonly unregister: () => void;
 
   constructor(
-    private readonly budget: CacheBudget = cacheBudget,
+    budget: CacheBudget = cacheBudget,
     /** Bodies smaller than this are cheap to parse and not worth a slot. */
     private readonly minBytes = 256,
   ) {
-    this.unregister = budget.register(this);
+    super('body', budget);
   }
 
   get(text: string): unknown {
@@ -46,29 +41,12 @@ export class BodyCache implements CacheMember {
     const counts = freezeCounting(value, BODY_RECORD_DEPTH);
     if (text.length >= this.minBytes) {
       // Two bytes a character when the text holds one beyond ASCII (V8 keeps it two-byte above U+00FF: counted as such).
-      const size = estimateBodyBytes(text.length, Buffer.byteLength(text) !== text.length, counts);
-      // One body may take at most an eighth of the ceiling, so a few huge ones cannot flush the caches.
-      if (size <= this.budget.maxEntryBytes) {
-        this.lru.set(text, value, { size });
-        this.budget.settle();
-      }
+      this.keep(text, value, estimateBodyBytes(text.length, Buffer.byteLength(text) !== text.length, counts));
     }
     return value;
   }
 
   get size(): number {
     return this.lru.size;
-  }
-
-  bytes(): number {
-    return this.lru.calculatedSize;
-  }
-
-  entries(): number {
-    return this.lru.size;
-  }
-
-  evictOne(): boolean {
-    return this.lru.pop() !== undefined;
   }
 }

@@ -1,4 +1,5 @@
-import type { ConfigView, ExpressionJob, InputView, TestOutcome } from '../../src/expressions/index.js';
+import { after } from 'node:test';
+import { createSandboxEvaluator, type ConfigView, type ExpressionJob, type InputView, type SandboxEvaluator, type TestOutcome } from '../../src/expressions/index.js';
 
 export const INPUT: InputView = {
   store: { type: 'in-memory' },
@@ -59,3 +60,16 @@ export const SEALED_WALK = `(() => {
       if (open.length) throw new Error(open.length + ' writable: ' + open.slice(0, 10).join(' | '));
       return true;
     })()`;
+
+/** A maker of sandbox pools that are all closed when the test file ends (call it once, at the file's top level). */
+export function closedAfterFile(): (options: Parameters<typeof createSandboxEvaluator>[0]) => SandboxEvaluator {
+  const pools: SandboxEvaluator[] = [];
+  after(async () => {
+    for (const p of pools) await p.close();
+  });
+  return (options) => {
+    const p = createSandboxEvaluator(options);
+    pools.push(p);
+    return p;
+  };
+}

@@ -1,15 +1,14 @@
 // An isolate disposed at its memory limit, or left with too full a heap, is replaced inside its child process
 // ("renewal"): the child keeps serving with the same pid, the new isolate is sealed like the first, and the jobs the
 // host had written behind the failing one run with their own outcome.
-import { after, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { createSandboxEvaluator, type SandboxEvaluator } from '../../src/expressions/index.js';
 import { FLUSH_LINE } from '../../src/expressions/protocol.js';
-import { SEALED_WALK, oneTest, outcomeOf } from './helpers.js';
+import { SEALED_WALK, closedAfterFile, oneTest, outcomeOf } from './helpers.js';
 
 // Reaches the memory limit with large strings: the isolate is disposed (the process does not abort).
 const BOMB = "(() => { const a = []; for (;;) a.push('y'.repeat(1 << 20) + a.length); })()";
@@ -17,15 +16,7 @@ const BOMB = "(() => { const a = []; for (;;) a.push('y'.repeat(1 << 20) + a.len
 const LITTER = '(() => { const a = []; for (let i = 0; i < 56; i++) a.push(new Array(1 << 17).fill(i)); return a.length === 56; })()';
 const MEMORY = { kind: 'memory-limit', message: 'exceeded the sandbox memory limit of 64 MB' };
 
-const pools: SandboxEvaluator[] = [];
-function pool(options: Parameters<typeof createSandboxEvaluator>[0]): SandboxEvaluator {
-  const p = createSandboxEvaluator(options);
-  pools.push(p);
-  return p;
-}
-after(async () => {
-  for (const p of pools) await p.close();
-});
+const pool = closedAfterFile();
 
 describe('sandbox pool: isolates renewed inside their child', () => {
   it('a memory bomb followed (pipelined) by light jobs on one child: the light jobs pass, the pid stays', async () => {

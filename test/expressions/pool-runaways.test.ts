@@ -1,26 +1,18 @@
 // Runaways (jobs that hit the time or the memory limit): a repeat of the same job by the same client is answered from
 // memory without running; a client whose jobs keep hitting limits is served last, through a slow lane; no other
 // client is refused or slowed because of it (src/expressions/runaways.ts).
-import { after, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { createSandboxEvaluator, requestContext, type ExpressionJob, type SandboxEvaluator } from '../../src/expressions/index.js';
+import { requestContext, type ExpressionJob } from '../../src/expressions/index.js';
 import { RunawayMemo, SlowLane, OFFENDER_STRIKES, STRIKE_HALF_LIFE_MS } from '../../src/expressions/runaways.js';
-import { CONFIGS, INPUT, oneTest, outcomeOf, view } from './helpers.js';
+import { CONFIGS, INPUT, closedAfterFile, oneTest, outcomeOf, view } from './helpers.js';
 
 // `split` of a 256 MiB string: V8 aborts the child with a fatal report (one new child per bomb that runs).
 const BOMB = "'x'.repeat(2 ** 28).split('').length > 0";
 /** The n-th endless loop: the same work, a distinct expression text. */
 const spin = (n: number) => `(() => { let i = ${n}; while (true) { i++ } })()`;
 
-const pools: SandboxEvaluator[] = [];
-function pool(options: Parameters<typeof createSandboxEvaluator>[0]): SandboxEvaluator {
-  const p = createSandboxEvaluator(options);
-  pools.push(p);
-  return p;
-}
-after(async () => {
-  for (const p of pools) await p.close();
-});
+const pool = closedAfterFile();
 
 /** A job whose one test is `expression` on key PORT, whose stored value is `value`. */
 function withValue(expression: string, value: string): ExpressionJob {
