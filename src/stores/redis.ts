@@ -243,28 +243,11 @@ export class RedisConfigStore implements ConfigStore {
       // A key no read of this store asked for cannot have changed an answer it gave: not reported.
       if (this.read.has(key)) sink.change({ sets: this.read.setsOf(key) });
     });
-    sub.on('message', (_channel: string, message: string) => {
-      let sets: unknown;
-      try {
-        sets = JSON.parse(message);
-      } catch {
-        sets = undefined;
-      }
-      sink.change(Array.isArray(sets) && sets.every((s) => typeof s === 'string') ? { sets: sets as string[] } : {});
-    });
+    sub.on('message', (_channel: string, message: string) => sink.change(announcedSets(message)));
     sub.on('ready', () => {
       void (async () => {
         try {
-          let flags = '';
-          try {
-            const answer = (await sub.config('GET', 'notify-keyspace-events')) as unknown as string[];
-            flags = String(answer?.[1] ?? '');
-          } catch {
-            flags = ''; // CONFIG refused (ACL, managed service): treat as disabled
-          }
-          keyspace = keyspaceEventsEnabled(flags);
-          if (keyspace) await sub.psubscribe(`${keyspacePrefix}*`);
-          else await sub.subscribe(`cfgu:changes:${db}`);
+          keyspace = await subscribeChanges(sub, db);
         } catch (e) {
           if (!closed) sink.fail(unavailable(this.name, e, this.secrets()));
           sub.disconnect(true); // start over on a new connection
@@ -300,4 +283,33 @@ export class RedisConfigStore implements ConfigStore {
       c.disconnect();
     }
   }
+}
+
+/** The sets a write through cfgu announced on its channel; a message of another shape says only "something changed". */
+function announcedSets(message: string): { sets?: string[] } {
+  let sets: unknown;
+  try {
+    sets = JSON.parse(message);
+  } catch {
+    sets = undefined;
+  }
+  return Array.isArray(sets) && sets.every((s) => typeof s === 'string') ? { sets: sets as string[] } : {};
+}
+
+/**
+ * Subscribes a change feed's connection: to keyspace notifications when the server sends them, else to the channel
+ * writes through cfgu announce on. True when keyspace notifications are on.
+ */
+async function subscribeChanges(sub: Redis, db: number): Promise<boolean> {
+  let flags = '';
+  try {
+    const answer = (await sub.config('GET', 'notify-keyspace-events')) as unknown as string[];
+    flags = String(answer?.[1] ?? '');
+  } catch {
+    flags = ''; // CONFIG refused (ACL, managed service): treat as disabled
+  }
+  const keyspace = keyspaceEventsEnabled(flags);
+  if (keyspace) await sub.psubscribe(`__keyspace@${db}__:*`);
+  else await sub.subscribe(`cfgu:changes:${db}`);
+  return keyspace;
 }

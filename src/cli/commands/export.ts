@@ -135,6 +135,47 @@ async function watchExport(session: Session, input: NodeJS.ReadableStream | stri
 }
 
 
+/** The flags of `cfgu export`, checked against each other (every refusal a usage error, exit 2). */
+function exportFlags(v: ReturnType<typeof parseCommandLine>['values'], cwd: string) {
+  const formatName = str(v.format);
+  const template = str(v.template);
+  const out = str(v.out);
+  const run = str(v.run);
+  const name = str(v.name);
+  if (formatName !== undefined && !(FORMATS as readonly string[]).includes(formatName)) {
+    throw flagError(`unknown --format "${formatName}"; formats: ${FORMATS.join(', ')}`);
+  }
+  const format = (formatName ?? 'json') as Format;
+  if (template !== undefined && formatName !== undefined) throw flagError('--template and --format cannot be combined');
+  if (run !== undefined && (out !== undefined || template !== undefined || formatName !== undefined)) {
+    throw flagError('--run passes the values in the environment: it cannot be combined with --out, --format or --template');
+  }
+  if ((format === 'configmap' || format === 'secret') && name === undefined) {
+    throw flagError(`--format ${format} needs --name NAME (the manifest's metadata.name)`);
+  }
+  if (name !== undefined) {
+    if (format !== 'configmap' && format !== 'secret') throw flagError('--name is for --format configmap or secret');
+    if (!K8S_NAME.test(name) || name.length > 253) {
+      throw flagError(`--name "${name}" is not a valid Kubernetes name (lower-case letters, digits, '-' and '.', at most 253 characters)`);
+    }
+  }
+  const watch = v.watch === true;
+  const graceText = str(v.grace);
+  if (graceText !== undefined && (!watch || run === undefined)) throw flagError('--grace is for --watch --run');
+  if (graceText !== undefined && !/^\d{1,5}(\.\d+)?$/.test(graceText)) throw flagError(`--grace "${graceText}" must be a number of seconds`);
+  const graceMs = graceText === undefined ? 10_000 : Math.round(Number(graceText) * 1000);
+  let templateText: string | undefined;
+  if (template !== undefined) {
+    try {
+      templateText = readFileSync(resolve(cwd, template), 'utf8');
+    } catch (e) {
+      const code = (e as NodeJS.ErrnoException).code;
+      throw new UsageError(`--template ${template}: ${code === 'ENOENT' ? 'no such file' : (e as Error).message}`);
+    }
+  }
+  return { format, template, templateText, out, run, name, watch, graceMs };
+}
+
 export function exportCommand(argv: string[], io: CommandIO = processIO()): Promise<number> {
   return runCommand('export', argv, async (session) => {
     const { values: v, positionals } = parseCommandLine('export', argv, OPTIONS, REMOVED);
@@ -143,42 +184,7 @@ export function exportCommand(argv: string[], io: CommandIO = processIO()): Prom
       return 0;
     }
     rejectPositionals(positionals);
-    const formatName = str(v.format);
-    const template = str(v.template);
-    const out = str(v.out);
-    const run = str(v.run);
-    const name = str(v.name);
-    if (formatName !== undefined && !(FORMATS as readonly string[]).includes(formatName)) {
-      throw flagError(`unknown --format "${formatName}"; formats: ${FORMATS.join(', ')}`);
-    }
-    const format = (formatName ?? 'json') as Format;
-    if (template !== undefined && formatName !== undefined) throw flagError('--template and --format cannot be combined');
-    if (run !== undefined && (out !== undefined || template !== undefined || formatName !== undefined)) {
-      throw flagError('--run passes the values in the environment: it cannot be combined with --out, --format or --template');
-    }
-    if ((format === 'configmap' || format === 'secret') && name === undefined) {
-      throw flagError(`--format ${format} needs --name NAME (the manifest's metadata.name)`);
-    }
-    if (name !== undefined) {
-      if (format !== 'configmap' && format !== 'secret') throw flagError('--name is for --format configmap or secret');
-      if (!K8S_NAME.test(name) || name.length > 253) {
-        throw flagError(`--name "${name}" is not a valid Kubernetes name (lower-case letters, digits, '-' and '.', at most 253 characters)`);
-      }
-    }
-    const watch = v.watch === true;
-    const graceText = str(v.grace);
-    if (graceText !== undefined && (!watch || run === undefined)) throw flagError('--grace is for --watch --run');
-    if (graceText !== undefined && !/^\d{1,5}(\.\d+)?$/.test(graceText)) throw flagError(`--grace "${graceText}" must be a number of seconds`);
-    const graceMs = graceText === undefined ? 10_000 : Math.round(Number(graceText) * 1000);
-    let templateText: string | undefined;
-    if (template !== undefined) {
-      try {
-        templateText = readFileSync(resolve(session.io.cwd, template), 'utf8');
-      } catch (e) {
-        const code = (e as NodeJS.ErrnoException).code;
-        throw new UsageError(`--template ${template}: ${code === 'ENOENT' ? 'no such file' : (e as Error).message}`);
-      }
-    }
+    const { format, template, templateText, out, run, name, watch, graceMs } = exportFlags(v, session.io.cwd);
 
     // The sandbox takes a moment to start: start it while standard input arrives (the upstream eval is still running).
     if (list(v.filter).length || templateText !== undefined) session.evaluator.warm();

@@ -1,0 +1,55 @@
+/**
+ * The `json-file` store's format: a JSON array of `{ "set", "key", "value" }` objects (the Cfgu v1 layout), parsed
+ * leniently about scalars and strictly about shape, and the per-set snapshot the change feed compares.
+ */
+import { pairKey } from './common.js';
+import type { Config } from './types.js';
+
+type Parsed = { ok: true; configs: Map<string, Config> } | { ok: false; reason: string };
+
+/** Parse the file's text. Lenient about scalars (numbers/booleans become strings); strict about shape. */
+export function parseJsonConfigs(text: string): Parsed {
+  if (text.trim() === '') return { ok: true, configs: new Map() };
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch {
+    return { ok: false, reason: 'the file is not valid JSON' };
+  }
+  if (!Array.isArray(data)) return { ok: false, reason: 'the file is not a JSON array of {set, key, value} objects' };
+  const configs = new Map<string, Config>();
+  for (let i = 0; i < data.length; i++) {
+    const item = data[i] as Record<string, unknown> | null;
+    const bad = (): Parsed => ({ ok: false, reason: `item ${i} of the file is not a {set, key, value} object` });
+    if (!item || typeof item !== 'object' || Array.isArray(item)) return bad();
+    const set = item.set === undefined || item.set === null ? '' : item.set;
+    const { key, value } = item;
+    if (typeof set !== 'string' || typeof key !== 'string' || key === '') return bad();
+    let v: string;
+    if (value === undefined || value === null) continue;
+    if (typeof value === 'string') v = value;
+    else if (typeof value === 'number' || typeof value === 'boolean') v = String(value);
+    else return bad();
+    if (v === '') continue;
+    const k = pairKey(set, key);
+    configs.delete(k);
+    configs.set(k, { set, key, value: v });
+  }
+  return { ok: true, configs };
+}
+
+/** `set -> its configs` in a canonical text (sorted by key), to tell which sets a new version of the file changed. */
+export function setSnapshot(configs: Iterable<Config>): Map<string, string> {
+  const bySet = new Map<string, Config[]>();
+  for (const c of configs) {
+    const list = bySet.get(c.set);
+    if (list) list.push(c);
+    else bySet.set(c.set, [c]);
+  }
+  const out = new Map<string, string>();
+  for (const [set, list] of bySet) {
+    list.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+    out.set(set, JSON.stringify(list.map((c) => [c.key, c.value])));
+  }
+  return out;
+}
