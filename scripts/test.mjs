@@ -27,7 +27,8 @@ if (filter.length) files = files.filter((f) => filter.some((x) => f.includes(x))
 // nothing the others read); any failure stops the run with its exit code. Types: neither esbuild nor tsx checks them,
 // so a type error would otherwise pass unnoticed; the check is incremental (its state in .cache/tsc.tsbuildinfo), so a
 // run after one that changed no source takes about 1 s of the type checker's 6-7. Layering (docs/architecture.md):
-// src/core imports no other folder of src/, and folders form no cycle. The test build (scripts/build-tests.mjs): each
+// each folder of src/ imports only what its row of the table allows. Sizes: no file of src/ over 400 lines, no
+// function over 100 (scripts/check-sizes.mjs). The test build (scripts/build-tests.mjs): each
 // test file as one JavaScript bundle, so that test processes run on plain node.
 const together = (...steps) =>
   Promise.all(steps.map(([cmd, args]) => new Promise((resolve) => spawn(cmd, args, { stdio: 'inherit', cwd: root }).on('close', (code) => resolve(code ?? 1)))));
@@ -35,6 +36,7 @@ for (const code of await together(
   [process.execPath, [join(root, 'scripts/build.mjs')]],
   [join(root, 'node_modules/.bin/tsc'), ['--noEmit', '-p', root, '--incremental', '--tsBuildInfoFile', join(root, '.cache/tsc.tsbuildinfo')]],
   [process.execPath, [join(root, 'scripts/check-layers.mjs')]],
+  [process.execPath, [join(root, 'scripts/check-sizes.mjs')]],
   [process.execPath, [join(root, 'scripts/build-tests.mjs'), ...files]],
 )) {
   if (code !== 0) process.exit(code);
