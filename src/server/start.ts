@@ -303,7 +303,7 @@ function listenError(e: unknown, settings: ServerSettings, port: number): unknow
 
 /** One line for the operator: never a stack. Names the file and the property when known. */
 export function formatStartupError(e: unknown): string {
-  // The catalogue's line (the file as it was given: the operator reads the server's log elsewhere than its folder).
+  // The catalogue's line for a configuration error, with the file's path as given (not made relative).
   if (e instanceof ConfigurationError) return `cfgu serve: ${cliLinesOf(e, (file) => file)![0]}`;
   const err = e as Error;
   const code = (e as NodeJS.ErrnoException)?.code;
