@@ -69,9 +69,17 @@ export function parseCommandLine<O extends Options>(
       }
     }
   }
+  const parsed = parseFlags(argv, { ...GLOBAL_OPTIONS, ...options });
+  return parsed as unknown as ParsedCommandLine<Record<string, string | boolean | string[] | boolean[] | undefined>>;
+}
+
+/**
+ * Parse exactly these flags (strict, positionals allowed), without the global options or the checks for v1's removed
+ * flags; for the commands that take no `--debug` (serve, health). A mistake throws UsageError naming the flag.
+ */
+export function parseFlags<O extends Options>(argv: string[], options: O) {
   try {
-    const parsed = parseArgs({ args: argv, options: { ...GLOBAL_OPTIONS, ...options }, strict: true, allowPositionals: true, tokens: true });
-    return parsed as unknown as ParsedCommandLine<Record<string, string | boolean | string[] | boolean[] | undefined>>;
+    return parseArgs({ args: argv, options, strict: true, allowPositionals: true, tokens: true });
   } catch (e) {
     throw flagError(parseArgsMessage(e as Error));
   }

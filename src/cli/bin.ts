@@ -1,4 +1,5 @@
 /** The `cfgu` binary's entry point (bundled to dist/cli.js, started by bin/cfgu.js): run main and exit with its code. */
+import { EXIT_FAILED } from '../core/error-catalogue.js';
 import { main } from './main.js';
 
 main(process.argv.slice(2)).then(
@@ -9,6 +10,6 @@ main(process.argv.slice(2)).then(
   },
   (e: unknown) => {
     process.stderr.write(`cfgu: ${(e as Error)?.message?.split('\n')[0] ?? String(e)}\n`);
-    process.exit(1);
+    process.exit(EXIT_FAILED);
   },
 );

@@ -2,6 +2,7 @@
  * The `cfgu` dispatcher: a table of sub-commands, each a one-line summary and a function from its arguments (and the
  * I/O it may use) to an exit code. Add a sub-command by adding a row. The binary's entry point is bin.ts.
  */
+import { EXIT_OK, EXIT_USAGE } from '../core/error-catalogue.js';
 import { processIO, type CommandIO } from './io.js';
 import { version } from '../server/version.js';
 import { describeSandboxBuild } from '../expressions/isolated-vm.js';
@@ -39,17 +40,17 @@ export async function main(argv: string[], io: CommandIO = processIO()): Promise
   const [name, ...rest] = argv;
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     io.stdout.write(`${usage()}\n`);
-    return name === undefined ? 2 : 0;
+    return name === undefined ? EXIT_USAGE : EXIT_OK;
   }
   if (name === '--version' || name === '-V') {
     // First line: the version alone (for scripts); second: the Node and the sandbox build it runs here.
     io.stdout.write(`${version}\nnode ${process.versions.node}, sandbox ${describeSandboxBuild()}\n`);
-    return 0;
+    return EXIT_OK;
   }
   const command = commands[name];
   if (!command) {
     io.stderr.write(`cfgu: unknown command "${name}"\n\n${usage()}\n`);
-    return 2;
+    return EXIT_USAGE;
   }
   return command.run(rest, io);
 }

@@ -4,13 +4,13 @@
  * catalogue's code (2 for a bad configuration, 1 for anything else).
  */
 import cluster from 'node:cluster';
-import { parseArgs } from 'node:util';
 import type { Logger } from 'pino';
 import { inheritedRequestLines, runPrimary, notifyPrimary } from '../server/cluster.js';
 import { createLogger, toggleRequestLines } from '../server/logger.js';
 import { formatStartupError, load, startServer, withSandbox, type Loaded, type RunningServer, type ServeInput } from '../server/start.js';
-import { exitCodeFor } from '../core/error-catalogue.js';
-import { parseArgsMessage, rejectPositionals } from './args.js';
+import { EXIT_FAILED, EXIT_OK, EXIT_USAGE, exitCodeFor } from '../core/error-catalogue.js';
+import { parseFlags, rejectPositionals } from './args.js';
+import { errorLines, flagErrorLines, UsageError } from './errors.js';
 import { processIO, type CommandIO } from './io.js';
 
 export const serveUsage = `Usage: cfgu serve [options]
@@ -28,6 +28,15 @@ Options:
 
 Every setting, its environment variable and its .configu property: docs/server.md.`;
 
+/** `cfgu serve`'s flags (no `--debug`: the server's log says what went wrong). */
+const OPTIONS = {
+  config: { type: 'string' },
+  port: { type: 'string' },
+  host: { type: 'string' },
+  workers: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
 let signalLog: Logger | undefined;
 let signalCaught = false;
 /** SIGUSR2 signals a starting worker received before its logger existed. */
@@ -38,29 +47,17 @@ let onHangup: (() => void) | undefined;
 export async function serveCommand(argv: string[], io: CommandIO = processIO()): Promise<number> {
   let parsed;
   try {
-    parsed = parseArgs({
-      args: argv,
-      options: {
-        config: { type: 'string' },
-        port: { type: 'string' },
-        host: { type: 'string' },
-        workers: { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      allowPositionals: true,
-      strict: true,
-    });
+    parsed = parseFlags(argv, OPTIONS);
     rejectPositionals(parsed.positionals);
   } catch (e) {
     // The same words as the other commands' flag errors (args.ts), pointing at --help rather than printing it.
-    const message = e instanceof TypeError ? parseArgsMessage(e) : (e as Error).message;
-    io.stderr.write(`cfgu serve: ${message}\nRun "cfgu serve --help" for usage.\n`);
-    return 2;
+    io.stderr.write(`${(e instanceof UsageError ? flagErrorLines('serve', e) : errorLines('serve', e)).join('\n')}\n`);
+    return EXIT_USAGE;
   }
   const v = parsed.values;
   if (v.help) {
     io.stdout.write(`${serveUsage}\n`);
-    return 0;
+    return EXIT_OK;
   }
   const input: ServeInput = {
     ...(v.config !== undefined ? { config: v.config } : {}),
@@ -143,7 +140,7 @@ export async function serveCommand(argv: string[], io: CommandIO = processIO()):
   });
   process.on('uncaughtException', (err) => {
     log.fatal({ err }, 'uncaught exception: shutting down');
-    void r.shutdown('uncaught exception').then(() => process.exit(1));
+    void r.shutdown('uncaught exception').then(() => process.exit(EXIT_FAILED));
   });
   return r.done;
 }

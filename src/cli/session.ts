@@ -7,7 +7,7 @@ import { StoreUnavailableError, isCfguError } from '../core/index.js';
 import { NO_CONFIG_FILE, createStoreRegistry, findConfigFile, loadConfiguration } from '../config/index.js';
 import type { LoadedConfiguration, StoreRegistry } from '../config/types.js';
 import type { ResolvedStore } from '../stores/types.js';
-import { errorLines, exitCodeOf, UsageError } from './errors.js';
+import { errorLines, exitCodeOf, flagErrorLines, UsageError } from './errors.js';
 import { processIO, type CommandIO } from './io.js';
 import { LazyEvaluator } from './lazy-evaluator.js';
 import { displayPath, existsFile } from './paths.js';
@@ -26,8 +26,7 @@ export async function runCommand(command: string, argv: string[], body: (session
     code = await body(session);
   } catch (e) {
     code = exitCodeOf(e);
-    const lines = errorLines(command, e);
-    if (e instanceof UsageError && e.showHelp) lines.push(`Run "cfgu ${command} --help" for usage.`);
+    const lines = e instanceof UsageError ? flagErrorLines(command, e) : errorLines(command, e);
     if (debug && e instanceof Error && e.stack) lines.push(e.stack);
     if (lines.length) io.stderr.write(`${lines.join('\n')}\n`);
   }

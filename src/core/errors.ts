@@ -64,6 +64,10 @@ export const ErrorCodes = {
   FORBIDDEN: 'CFGU_FORBIDDEN',
   /** The caller sent more requests than its rate limit allows. */
   RATE_LIMITED: 'CFGU_RATE_LIMITED',
+  /** A JSON request body declared in a charset other than UTF-8. */
+  UNSUPPORTED_CHARSET: 'CFGU_UNSUPPORTED_CHARSET',
+  /** A JSON request body with a `__proto__` or `constructor.prototype` property (the prototype-poisoning guard). */
+  FORBIDDEN_PROPERTY: 'CFGU_FORBIDDEN_PROPERTY',
 } as const;
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
@@ -222,6 +226,22 @@ export class RateLimitedError extends CfguError {
     super(ErrorCodes.RATE_LIMITED, `more than ${limit} requests in ${windowSeconds} s; retry after ${retryAfter} s`);
     this.name = 'RateLimitedError';
     this.retryAfter = retryAfter;
+  }
+}
+
+/**
+ * The server's JSON parser refused a request body before reading it as a pipeline: it is declared in a charset other
+ * than UTF-8, or it holds a `__proto__` or `constructor.prototype` property. The message is the whole answer.
+ */
+export class BodyRefusedError extends CfguError {
+  constructor(code: typeof ErrorCodes.UNSUPPORTED_CHARSET | typeof ErrorCodes.FORBIDDEN_PROPERTY) {
+    super(
+      code,
+      code === ErrorCodes.UNSUPPORTED_CHARSET
+        ? 'the request body must be JSON in UTF-8 (Content-Type: application/json; charset=utf-8)'
+        : 'the request body contains a `__proto__` or `constructor.prototype` property, which the server refuses',
+    );
+    this.name = 'BodyRefusedError';
   }
 }
 

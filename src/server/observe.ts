@@ -27,7 +27,7 @@ import type { Config, ConfigQuery, ResolvedStore, StoreResolver } from '../store
 import { mayReadMetrics } from './access.js';
 import { createKeyChecker } from './auth.js';
 import { ServerMetrics, useWorkerMetrics, type CacheState, type SandboxState, type StoreState } from './metrics.js';
-import { PROBLEM_CONTENT_TYPE, PROBLEM_TYPES, cfguProblem, httpProblem, problem } from './problem.js';
+import { PROBLEM_CONTENT_TYPE, cfguProblem, httpProblem } from './problem.js';
 import type { ServerSettings } from './settings.js';
 import { activeTracer, endWith, inSpan } from './tracing.js';
 
@@ -161,9 +161,7 @@ export function createObservation(input: ObservationInput): Observation {
 
     addRoutes(app) {
       if (!metrics) return;
-      const unauthorized = JSON.stringify(
-        problem(401, PROBLEM_TYPES.unauthorized, 'Unauthorized', 'a valid metrics key is required (Authorization: Bearer <key>)'),
-      );
+      const unauthorized = JSON.stringify(cfguProblem(ErrorCodes.UNAUTHORIZED, 'a valid metrics key is required (Authorization: Bearer <key>)'));
       const unavailable = JSON.stringify(httpProblem(503, 'the metrics of the other workers could not be collected; retry'));
       const forbidden = JSON.stringify(
         cfguProblem(ErrorCodes.FORBIDDEN, 'reading /metrics needs the metrics key, a preshared key, or a scope with metrics: true'),

@@ -5,54 +5,30 @@
  */
 import type { FastifyError } from 'fastify';
 import {
-  BudgetExceededError,
-  catalogueEntryOf,
-  ERROR_CATALOGUE,
+  BodyRefusedError,
   ErrorCodes,
-  ForbiddenError,
-  InputError,
-  RateLimitedError,
+  httpAnswerOf,
+  MAX_ISSUES,
   PROBLEM_TYPES,
-  SandboxBusyError,
-  SandboxUnavailableError,
-  StoreUnavailableError,
-  UnknownStoreError,
-  ValidationError,
+  problemOf,
+  unauthorizedAnswer,
   type ErrorCode,
-  type EvalFailure,
   type InputIssue,
-  type RefusedCommand,
+  type LogLevel,
+  type Problem,
+  type ProblemMembers,
 } from '../core/index.js';
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json; charset=utf-8';
 
-export interface Problem {
-  type: string;
-  title: string;
-  status: number;
-  detail: string;
-  /** Evaluation failures (422). */
-  errors?: EvalFailure[];
-  /** Where a request is malformed (400). */
-  issues?: InputIssue[];
-  /** 400 unknown store: the name asked for (absent when none was given). */
-  store?: string;
-  /** 400 unknown store: the names the server knows. */
-  knownStores?: string[];
-  /** 500: the request id to quote to the operator. */
-  requestId?: string;
-  /** 422 budget exceeded: which budget (`cpu-budget`, `restart-budget`). */
-  rule?: string;
-  /** 403: the commands the credential may not run (index, store, set). */
-  refused?: RefusedCommand[];
-}
+export type { Problem };
 
 /** What the HTTP layer needs to answer: the body plus any headers the status implies. */
 export interface ProblemReply {
   problem: Problem;
   headers?: Record<string, string>;
   /** Log the underlying error at this level (with the request id); undefined: don't log. */
-  log?: 'warn' | 'error';
+  log?: LogLevel;
 }
 
 /** Problem `type` URIs (the error catalogue's, src/core/error-catalogue.ts). */
@@ -78,17 +54,22 @@ export function problem(status: number, type: string, title: string, detail: str
 }
 
 /** A problem of the catalogue's kind `code` (its status, type and title) raised by the HTTP layer itself. */
-export function cfguProblem(code: ErrorCode, detail: string, extra?: Partial<Problem>): Problem {
-  const http = ERROR_CATALOGUE[code].http!;
-  return problem(http.status, http.type, http.title, detail, extra);
+export function cfguProblem(code: ErrorCode, detail: string, extra?: ProblemMembers): Problem {
+  return problemOf(code, detail, extra);
+}
+
+/**
+ * The answer to a request without a credential the server accepts (the catalogue's CFGU_UNAUTHORIZED row): the body
+ * and the `WWW-Authenticate` header, the same whatever the reason (which goes to the log only).
+ */
+export function unauthorizedReply(): { problem: Problem; headers: Record<string, string> } {
+  return unauthorizedAnswer();
 }
 
 /** Plain HTTP errors (404, 405, 415, ...) with `about:blank`. */
 export function httpProblem(status: number, detail: string): Problem {
   return problem(status, T.blank, STATUS_TITLES[status] ?? 'Error', detail);
 }
-
-const MAX_ISSUES = 20;
 
 /** Ajv error objects as fastify hands them over in `error.validation`. */
 interface AjvLikeError {
@@ -125,42 +106,20 @@ function describeIssues(issues: InputIssue[]): string {
   return `the request body is not a valid pipeline: ${first.path} ${first.message}${more}`;
 }
 
+/** Fastify's own body errors: the catalogue code (or plain HTTP status) and the detail of each. */
+const FASTIFY_BODY_ERRORS: Record<string, [ErrorCode | number, string]> = {
+  FST_ERR_CTP_INVALID_MEDIA_TYPE: [415, 'the request body must be JSON (Content-Type: application/json)'],
+  FST_ERR_CTP_BODY_TOO_LARGE: [ErrorCodes.LIMIT_EXCEEDED, 'the request body is larger than the configured limit'],
+  FST_ERR_CTP_EMPTY_JSON_BODY: [ErrorCodes.INVALID_INPUT, 'the request body is empty; send a JSON array of commands'],
+  FST_ERR_CTP_INVALID_JSON_BODY: [ErrorCodes.INVALID_INPUT, 'the request body is not valid JSON'],
+  FST_ERR_CTP_INVALID_CONTENT_LENGTH: [ErrorCodes.INVALID_INPUT, 'the request body does not match its Content-Length'],
+};
+
 /** Map any thrown value to the problem the client sees. */
 export function toProblem(err: unknown, requestId: string): ProblemReply {
-  // cfgu's own errors: status, type and title from the catalogue; the class adds its own members and headers.
-  const entry = catalogueEntryOf(err)?.http;
-  if (entry) {
-    const answer = (detail: string, extra?: Partial<Problem>): Problem => problem(entry.status, entry.type, entry.title, detail, extra);
-    const e = err as Error;
-    if (e instanceof ValidationError) return { problem: answer(e.message, { errors: e.failures }) };
-    if (e instanceof InputError) return { problem: answer(e.message, { issues: e.issues.slice(0, MAX_ISSUES) }) };
-    if (e instanceof UnknownStoreError) {
-      const extra: Partial<Problem> = { knownStores: e.known };
-      if (e.store !== undefined) extra.store = e.store;
-      return { problem: answer(e.message, extra) };
-    }
-    if (e instanceof StoreUnavailableError) {
-      const retry = Number.isFinite(e.retryAfter) && e.retryAfter > 0 ? Math.ceil(e.retryAfter) : 5;
-      // The message holds the driver's reason, for the log only.
-      return {
-        problem: answer(`store "${e.store}" cannot be reached or read; retry later`),
-        headers: { 'retry-after': String(retry) },
-        log: 'warn',
-      };
-    }
-    if (e instanceof SandboxBusyError) {
-      return { problem: answer(e.message), headers: { 'retry-after': String(Math.max(1, Math.ceil(e.retryAfter))) } };
-    }
-    if (e instanceof ForbiddenError) return { problem: answer(e.message, { refused: e.refused }) };
-    if (e instanceof RateLimitedError) {
-      return { problem: answer(e.message), headers: { 'retry-after': String(Math.max(1, Math.ceil(e.retryAfter))) } };
-    }
-    if (e instanceof BudgetExceededError) return { problem: answer(e.message, { rule: e.rule }) };
-    if (e instanceof SandboxUnavailableError) {
-      return { problem: answer('the expression sandbox is not available; retry later'), headers: { 'retry-after': '5' }, log: 'error' };
-    }
-    return { problem: answer(e.message) };
-  }
+  // cfgu's own errors: everything from the catalogue's row of the code.
+  const own = httpAnswerOf(err);
+  if (own) return own;
 
   const fe = err as Partial<FastifyError> & { validation?: AjvLikeError[] };
   if (fe && typeof fe === 'object') {
@@ -168,30 +127,15 @@ export function toProblem(err: unknown, requestId: string): ProblemReply {
       const issues = issuesFromValidation(fe.validation);
       return { problem: cfguProblem(ErrorCodes.INVALID_INPUT, describeIssues(issues), { issues }) };
     }
-    switch (fe.code) {
-      case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-        return { problem: httpProblem(415, 'the request body must be JSON (Content-Type: application/json)') };
-      case 'FST_ERR_CTP_BODY_TOO_LARGE':
-        return { problem: cfguProblem(ErrorCodes.LIMIT_EXCEEDED, 'the request body is larger than the configured limit') };
-      case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-        return { problem: cfguProblem(ErrorCodes.INVALID_INPUT, 'the request body is empty; send a JSON array of commands') };
-      case 'FST_ERR_CTP_INVALID_JSON_BODY':
-        return { problem: cfguProblem(ErrorCodes.INVALID_INPUT, 'the request body is not valid JSON') };
-      case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
-        return { problem: cfguProblem(ErrorCodes.INVALID_INPUT, 'the request body does not match its Content-Length') };
-      default:
-        break;
+    const known = typeof fe.code === 'string' && Object.hasOwn(FASTIFY_BODY_ERRORS, fe.code) ? FASTIFY_BODY_ERRORS[fe.code] : undefined;
+    if (known) {
+      const [code, detail] = known;
+      return { problem: typeof code === 'number' ? httpProblem(code, detail) : cfguProblem(code, detail) };
     }
-    // Prototype-poisoning protection of the JSON parser: a `__proto__` property (or `constructor.prototype`) is
-    // refused, even though `__proto__` matches the ConfigKey pattern.
-    if (fe.code === UNSUPPORTED_CHARSET) {
-      return { problem: httpProblem(415, 'the request body must be JSON in UTF-8 (Content-Type: application/json; charset=utf-8)') };
-    }
-    if (fe.code === FORBIDDEN_PROPERTY) {
-      return {
-        problem: cfguProblem(ErrorCodes.INVALID_INPUT, 'the request body contains a `__proto__` or `constructor.prototype` property, which the server refuses'),
-      };
-    }
+    // The JSON parser (app.ts) refuses a charset other than UTF-8, and a `__proto__` or `constructor.prototype`
+    // property (prototype-poisoning protection, even though `__proto__` matches the ConfigKey pattern). It raises a
+    // plain error carrying the code; a BodyRefusedError is answered above.
+    if (fe.code === ErrorCodes.UNSUPPORTED_CHARSET || fe.code === ErrorCodes.FORBIDDEN_PROPERTY) return httpAnswerOf(new BodyRefusedError(fe.code))!;
     // Other errors of the JSON parser (SyntaxError) carry a 400 status; their messages may quote the body, so none of
     // it is echoed.
     if (fe.statusCode === 400 || (err instanceof SyntaxError)) {
@@ -214,7 +158,7 @@ export function toProblem(err: unknown, requestId: string): ProblemReply {
 }
 
 /** Error code of a JSON body refused by the prototype-poisoning guard (set by the JSON parser in app.ts). */
-export const FORBIDDEN_PROPERTY = 'CFGU_FORBIDDEN_PROPERTY';
+export const FORBIDDEN_PROPERTY = ErrorCodes.FORBIDDEN_PROPERTY;
 
 /** Error code of a JSON body declared in a charset other than UTF-8 (set by the JSON parser in app.ts). */
-export const UNSUPPORTED_CHARSET = 'CFGU_UNSUPPORTED_CHARSET';
+export const UNSUPPORTED_CHARSET = ErrorCodes.UNSUPPORTED_CHARSET;

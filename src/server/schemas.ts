@@ -8,7 +8,8 @@
  * in `enum`, ...) are the engine's, which reports them with better messages. `default` and the items of `enum` may be
  * any JSON value, scalars included.
  */
-import { STATUS_TITLES } from './problem.js';
+import { cfguProblem, httpProblem, STATUS_TITLES, unauthorizedReply } from './problem.js';
+import { ErrorCodes } from '../core/errors.js';
 import { CFGU_PROPERTIES, CFGU_PROPERTY_NAMES } from '../core/cfgu.js';
 
 export const cfguSchema = {
@@ -140,118 +141,68 @@ export const problemSchema = {
   },
 } as const;
 
-/** Examples of each error status, shown in the OpenAPI document (name -> [summary, body]). */
+/** Examples of each error status, shown in the OpenAPI document (name -> [summary, body]); cfgu's own are built from the
+ * error catalogue's rows, as the server builds its answers. */
 const problemExamples: Record<number, Record<string, [string, unknown]>> = {
   400: {
     unknownStore: [
       'Unknown store',
-      {
-        type: 'urn:cfgu:problem:unknown-store',
-        title: 'Unknown Store',
-        status: 400,
-        detail: 'unknown store "prod-db"; known stores: "example"',
-        store: 'prod-db',
-        knownStores: ['example'],
-      },
+      cfguProblem(ErrorCodes.UNKNOWN_STORE, 'unknown store "prod-db"; known stores: "example"', { store: 'prod-db', knownStores: ['example'] }),
     ],
     notAPipeline: [
       'Body is not a pipeline',
-      {
-        type: 'urn:cfgu:problem:invalid-request',
-        title: 'Invalid Request',
-        status: 400,
-        detail: 'the request body is not a valid pipeline: /0/schema is required',
-        issues: [{ path: '/0/schema', message: 'is required' }],
-      },
+      cfguProblem(ErrorCodes.INVALID_INPUT, 'the request body is not a valid pipeline: /0/schema is required', { issues: [{ path: '/0/schema', message: 'is required' }] }),
     ],
-    invalidJson: ['Malformed JSON', { type: 'urn:cfgu:problem:invalid-request', title: 'Invalid Request', status: 400, detail: 'the request body is not valid JSON' }],
+    invalidJson: ['Malformed JSON', cfguProblem(ErrorCodes.INVALID_INPUT, 'the request body is not valid JSON')],
     invalidSchema: [
       'Invalid schema',
-      {
-        type: 'urn:cfgu:problem:invalid-schema',
-        title: 'Invalid Schema',
-        status: 400,
-        detail: '`type` of key "PORT" was removed in Cfgu v1: write a `test` expression instead (e.g. "typeof $.value === \'number\'")',
+      cfguProblem(ErrorCodes.INVALID_SCHEMA, '`type` of key "PORT" was removed in Cfgu v1: write a `test` expression instead (e.g. "typeof $.value === \'number\'")', {
         issues: [{ path: '/0/schema/keys/PORT/type', message: '`type` of key "PORT" was removed in Cfgu v1: write a `test` expression instead (e.g. "typeof $.value === \'number\'")' }],
-      },
+      }),
     ],
   },
-  401: {
-    missingKey: [
-      'Missing or wrong bearer key',
-      { type: 'urn:cfgu:problem:unauthorized', title: 'Unauthorized', status: 401, detail: 'a valid bearer key is required (Authorization: Bearer <key>)' },
-    ],
-  },
+  401: { missingKey: ['Missing or wrong bearer key', unauthorizedReply().problem] },
   403: {
     outOfScope: [
       'A command outside the credential\'s scope',
-      {
-        type: 'urn:cfgu:problem:forbidden',
-        title: 'Forbidden',
-        status: 403,
-        detail: '1 of 2 commands is outside the scope of this credential: command 1 (store "main", set "prod")',
+      cfguProblem(ErrorCodes.FORBIDDEN, '1 of 2 commands is outside the scope of this credential: command 1 (store "main", set "prod")', {
         refused: [{ command: 1, store: 'main', set: 'prod' }],
-      },
+      }),
     ],
   },
-  404: { noRoute: ['No such route', { type: 'about:blank', title: 'Not Found', status: 404, detail: 'no route GET /nope' }] },
+  404: { noRoute: ['No such route', httpProblem(404, 'no route GET /nope')] },
   405: {
-    wrongMethod: ['Wrong method', { type: 'about:blank', title: 'Method Not Allowed', status: 405, detail: 'GET is not allowed on /export; allowed: POST' }],
+    wrongMethod: ['Wrong method', httpProblem(405, 'GET is not allowed on /export; allowed: POST')],
   },
   413: {
-    commands: [
-      'Too many commands',
-      { type: 'urn:cfgu:problem:limit-exceeded', title: 'Limit Exceeded', status: 413, detail: 'the pipeline has 51 commands; the limit is 50' },
-    ],
-    body: [
-      'Body too large',
-      { type: 'urn:cfgu:problem:limit-exceeded', title: 'Limit Exceeded', status: 413, detail: 'the request body is larger than the configured limit' },
-    ],
+    commands: ['Too many commands', cfguProblem(ErrorCodes.LIMIT_EXCEEDED, 'the pipeline has 51 commands; the limit is 50')],
+    body: ['Body too large', cfguProblem(ErrorCodes.LIMIT_EXCEEDED, 'the request body is larger than the configured limit')],
   },
   415: {
-    notJson: [
-      'Not JSON',
-      { type: 'about:blank', title: 'Unsupported Media Type', status: 415, detail: 'the request body must be JSON (Content-Type: application/json)' },
-    ],
+    notJson: ['Not JSON', httpProblem(415, 'the request body must be JSON (Content-Type: application/json)')],
   },
   422: {
     validation: [
       'Validation failures',
-      {
-        type: 'urn:cfgu:problem:validation-failed',
-        title: 'Validation Failed',
-        status: 422,
-        detail: '2 keys failed validation',
+      cfguProblem(ErrorCodes.VALIDATION_FAILED, '2 keys failed validation', {
         errors: [
           { command: 0, key: 'API_URL', rule: 'required', message: 'key "API_URL" is required but has no value' },
           { command: 0, key: 'LOG_LEVEL', rule: 'enum', message: 'the value of key "LOG_LEVEL" is not one of the allowed values: "verbose"' },
         ],
-      },
+      }),
     ],
   },
   429: {
-    rateLimited: [
-      'Rate limit',
-      { type: 'urn:cfgu:problem:rate-limited', title: 'Too Many Requests', status: 429, detail: 'more than 100 requests in 60 s; retry after 12 s' },
-    ],
+    rateLimited: ['Rate limit', cfguProblem(ErrorCodes.RATE_LIMITED, 'more than 100 requests in 60 s; retry after 12 s')],
   },
   500: {
     internal: [
       'Unexpected failure',
-      {
-        type: 'about:blank',
-        title: 'Internal Server Error',
-        status: 500,
-        detail: 'the server could not process the request; quote the request id to the operator',
-        requestId: 'b7c1f0e2-6a8e-4f0a-9a57-3f1d2d1b9c11',
-      },
+      { ...httpProblem(500, 'the server could not process the request; quote the request id to the operator'), requestId: 'b7c1f0e2-6a8e-4f0a-9a57-3f1d2d1b9c11' },
     ],
   },
   503: {
-    storeUnavailable: [
-      'Store unavailable',
-      { type: 'urn:cfgu:problem:store-unavailable', title: 'Store Unavailable', status: 503, detail: 'store "example" cannot be reached or read; retry later' },
-    ],
+    storeUnavailable: ['Store unavailable', cfguProblem(ErrorCodes.STORE_UNAVAILABLE, 'store "example" cannot be reached or read; retry later')],
   },
 };
 
@@ -277,7 +228,7 @@ const requestIdHeader = {
 export function problemResponse(status: number) {
   // Each header is a plain JSON schema: @fastify/swagger wraps it in `schema` and lifts `description` out itself.
   const headers: Record<string, unknown> = { ...requestIdHeader };
-  if (status === 401) headers['WWW-Authenticate'] = { type: 'string', description: 'The scheme to authenticate with.', examples: ['Bearer realm="cfgu"'] };
+  if (status === 401) headers['WWW-Authenticate'] = { type: 'string', description: 'The scheme to authenticate with.', examples: [unauthorizedReply().headers['www-authenticate']] };
   if (status === 405) headers['Allow'] = { type: 'string', description: 'The methods the route allows.', examples: ['POST'] };
   if (status === 503 || status === 429) headers['Retry-After'] = { type: 'integer', minimum: 0, description: 'Seconds to wait before retrying.', examples: [5] };
   return {

@@ -13,6 +13,7 @@
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { ConfigurationError } from '../core/errors.js';
+import { cliLinesOf } from '../core/error-catalogue.js';
 import { NO_CONFIG_FILE, createStoreRegistry, findConfigFile, loadConfiguration, type StoreRegistryWithStatus } from '../config/index.js';
 import type { LoadedConfiguration } from '../config/types.js';
 import { createSandboxEvaluator, expressionOptionsFromEnv, type SandboxOptions } from '../expressions/index.js';
@@ -302,12 +303,8 @@ function listenError(e: unknown, settings: ServerSettings, port: number): unknow
 
 /** One line for the operator: never a stack. Names the file and the property when known. */
 export function formatStartupError(e: unknown): string {
-  if (e instanceof ConfigurationError) {
-    let msg = e.message.replace(/\s*\n\s*/g, '; ');
-    if (e.property && !msg.includes(e.property)) msg = `${e.property}: ${msg}`;
-    if (e.file && !msg.includes(e.file)) msg = `${e.file}: ${msg}`;
-    return `cfgu serve: ${msg}`;
-  }
+  // The catalogue's line for a configuration error, with the file's path as given (not made relative).
+  if (e instanceof ConfigurationError) return `cfgu serve: ${cliLinesOf(e, (file) => file)![0]}`;
   const err = e as Error;
   const code = (e as NodeJS.ErrnoException)?.code;
   const text = `${err?.message ?? String(e)}`.split('\n')[0] ?? '';

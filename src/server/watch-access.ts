@@ -17,7 +17,10 @@ import type { EvalCommandInput } from '../core/types.js';
 import { BEARER } from './auth.js';
 import { refusedCommands, type Principal } from './access.js';
 import type { AuthResult, Authenticator } from './authenticate.js';
-import { toProblem } from './problem.js';
+import { toProblem, unauthorizedReply } from './problem.js';
+
+/** The headers of a 401 (the error catalogue's). */
+const UNAUTHORIZED_HEADERS = unauthorizedReply().headers;
 
 /** The app's authenticator, replaceable (a reload of the credentials); undefined when authentication is off. */
 export interface AuthenticatorHolder {
@@ -78,7 +81,7 @@ export function watchCredential(input: WatchCredentialInput): WatchCredential | 
   const { holder, authorization, principal, commands, defaultStore, unauthorized } = input;
   if (!holder.authenticator || principal.kind === 'anonymous') return undefined;
   const expiresAt = expiryOf(principal, authorization, holder.jwtClockSkewSeconds);
-  const denied = (reason: 'expired' | 'revoked'): CredentialVerdict => ({ reason, status: 401, text: unauthorized, headers: { 'www-authenticate': 'Bearer realm="cfgu"' } });
+  const denied = (reason: 'expired' | 'revoked'): CredentialVerdict => ({ reason, status: 401, text: unauthorized, headers: { ...UNAUTHORIZED_HEADERS } });
   const judge = (result: AuthResult): true | CredentialVerdict => {
     if (expiresAt !== undefined && Date.now() >= expiresAt) return denied('expired');
     // Not accepted any more, or accepted as someone else (the watch belongs to the identity it was opened for).

@@ -10,6 +10,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as errors from '../../src/core/errors.js';
 import {
+  BodyRefusedError,
   BudgetExceededError,
   CfguError,
   ConfigurationError,
@@ -60,6 +61,8 @@ const samples: Record<ErrorCode, CfguError> = {
   [ErrorCodes.FORBIDDEN]: new ForbiddenError([{ command: 1, store: 'main', set: 'prod' }], 3),
   [ErrorCodes.RATE_LIMITED]: new RateLimitedError(10, 60, 12),
   [ErrorCodes.INVALID_CONFIGURATION]: new ConfigurationError('bad .configu', '/srv/.configu', 'stores'),
+  [ErrorCodes.UNSUPPORTED_CHARSET]: new BodyRefusedError(ErrorCodes.UNSUPPORTED_CHARSET),
+  [ErrorCodes.FORBIDDEN_PROPERTY]: new BodyRefusedError(ErrorCodes.FORBIDDEN_PROPERTY),
 };
 
 test('every error code has one entry, and every CfguError class has entries', () => {

@@ -6,10 +6,11 @@
  */
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import { parseArgs } from 'node:util';
 import { findConfigFile, loadConfiguration } from '../../config/index.js';
 import { resolveSettings, type ServerSettings, type SettingsFlags } from '../../server/settings.js';
-import { parseArgsMessage, rejectPositionals } from '../args.js';
+import { EXIT_FAILED, EXIT_OK, EXIT_USAGE } from '../../core/error-catalogue.js';
+import { parseFlags, rejectPositionals } from '../args.js';
+import { errorLines, flagError, flagErrorLines, UsageError } from '../errors.js';
 import { processIO, type CommandIO } from '../io.js';
 
 export const healthUsage = `Usage: cfgu health [options]
@@ -25,6 +26,14 @@ Options:
   --path PATH     /live (default) or /ready
   -h, --help      show this help`;
 
+const OPTIONS = {
+  config: { type: 'string' },
+  port: { type: 'string' },
+  host: { type: 'string' },
+  path: { type: 'string' },
+  help: { type: 'boolean', short: 'h' },
+} as const;
+
 const PATHS = ['/live', '/ready'];
 /** A check that gets no answer within this time fails (a hung server is not healthy). */
 const ANSWER_MS = 5000;
@@ -32,29 +41,17 @@ const ANSWER_MS = 5000;
 export async function healthCommand(argv: string[], io: CommandIO = processIO()): Promise<number> {
   let v;
   try {
-    const parsed = parseArgs({
-      args: argv,
-      options: {
-        config: { type: 'string' },
-        port: { type: 'string' },
-        host: { type: 'string' },
-        path: { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-      allowPositionals: true,
-      strict: true,
-    });
+    const parsed = parseFlags(argv, OPTIONS);
     rejectPositionals(parsed.positionals);
     v = parsed.values;
-    if (v.path !== undefined && !PATHS.includes(v.path)) throw new Error(`--path must be one of ${PATHS.join(', ')}`);
+    if (v.path !== undefined && !PATHS.includes(v.path)) throw flagError(`--path must be one of ${PATHS.join(', ')}`);
   } catch (e) {
-    const message = e instanceof TypeError ? parseArgsMessage(e) : (e as Error).message;
-    io.stderr.write(`cfgu health: ${message}\nRun "cfgu health --help" for usage.\n`);
-    return 2;
+    io.stderr.write(`${(e instanceof UsageError ? flagErrorLines('health', e) : errorLines('health', e)).join('\n')}\n`);
+    return EXIT_USAGE;
   }
   if (v.help) {
     io.stdout.write(`${healthUsage}\n`);
-    return 0;
+    return EXIT_OK;
   }
   const flags: SettingsFlags = { ...(v.port !== undefined ? { port: v.port } : {}) };
   let settings: ServerSettings;
@@ -62,7 +59,7 @@ export async function healthCommand(argv: string[], io: CommandIO = processIO())
     settings = await settingsOf(v.config, flags, io);
   } catch (e) {
     io.stderr.write(`cfgu health: ${(e as Error).message}\n`);
-    return 2;
+    return EXIT_USAGE;
   }
   const listening = settings.http.host;
   const host = v.host ?? (listening === '0.0.0.0' || listening === '::' || listening === '' ? '127.0.0.1' : listening);
@@ -82,10 +79,10 @@ export async function healthCommand(argv: string[], io: CommandIO = processIO())
   const url = `${tls ? 'https' : 'http'}://${host.includes(':') ? `[${host}]` : host}:${settings.http.port}${path}`;
   if (status === 200) {
     io.stdout.write(`${url}: 200\n`);
-    return 0;
+    return EXIT_OK;
   }
   io.stderr.write(`cfgu health: ${url}: ${typeof status === 'number' ? `status ${status}` : status}\n`);
-  return 1;
+  return EXIT_FAILED;
 }
 
 /** The server's settings from the flags, the environment and (when one is found and loads) the .configu. */

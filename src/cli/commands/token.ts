@@ -7,7 +7,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import YAML from 'yaml';
 import { resolveSettings } from '../../server/settings.js';
 import { GLOBAL_HELP, list, parseCommandLine, rejectPositionals, str } from '../args.js';
-import { flagError } from '../errors.js';
+import { EXIT_OK, EXIT_USAGE, flagError } from '../errors.js';
 import { processIO, type CommandIO } from '../io.js';
 import { runCommand } from '../session.js';
 
@@ -49,13 +49,13 @@ export function tokenCommand(argv: string[], io: CommandIO = processIO()): Promi
     const [action, ...rest] = argv;
     if (action === undefined || action === '--help' || action === '-h') {
       session.io.stdout.write(`${tokenUsage}\n`);
-      return action === undefined ? 2 : 0;
+      return action === undefined ? EXIT_USAGE : EXIT_OK;
     }
     if (action !== 'create') throw flagError(`unknown action "${action}" (cfgu token create ...)`);
     const { values: v, positionals } = parseCommandLine('token', rest, OPTIONS);
     if (v.help) {
       session.io.stdout.write(`${tokenUsage}\n`);
-      return 0;
+      return EXIT_OK;
     }
     rejectPositionals(positionals);
     const name = str(v.name);
@@ -86,6 +86,6 @@ export function tokenCommand(argv: string[], io: CommandIO = processIO()): Promi
         '',
       ].join('\n'),
     );
-    return 0;
+    return EXIT_OK;
   }, io);
 }
