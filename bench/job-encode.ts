@@ -8,8 +8,8 @@
 // const and two tests in W10; 10 consts and 10 tests in W100). Times are process CPU µs per job (median over rounds).
 import { parseArgs } from 'node:util';
 import { freezeDeep } from '../src/core/frozen.js';
-import { ChildStatics, childStaticLimit, StaticRegistry, childRecord, encodeWire, lineFor } from '../src/expressions/job-wire.js';
-import { encodeJob, wireJobOf, type SandboxRequest } from '../src/expressions/protocol.js';
+import { ChildStatics, childStaticLimit, StaticRegistry, childRecord, encodeWire, lineFor } from '../src/expressions/wire/job-wire.js';
+import { encodeJob, wireJobOf, type SandboxRequest } from '../src/expressions/wire/protocol.js';
 import type { ConfigView, ExpressionJob } from '../src/expressions/index.js';
 
 const { values: args } = parseArgs({ options: { rounds: { type: 'string', default: '7' }, iterations: { type: 'string', default: '20000' } } });

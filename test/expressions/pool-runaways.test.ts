@@ -4,7 +4,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { requestContext, type ExpressionJob } from '../../src/expressions/index.js';
-import { RunawayMemo, SlowLane, OFFENDER_STRIKES, STRIKE_HALF_LIFE_MS } from '../../src/expressions/runaways.js';
+import { RunawayMemo, SlowLane, OFFENDER_STRIKES, STRIKE_HALF_LIFE_MS } from '../../src/expressions/host/runaways.js';
 import { CONFIGS, INPUT, closedAfterFile, oneTest, outcomeOf, view } from './helpers.js';
 
 // `split` of a 256 MiB string: V8 aborts the child with a fatal report (one new child per bomb that runs).

@@ -11,8 +11,8 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type IVM from 'isolated-vm';
 import { loadSandboxBuild } from '../../src/expressions/isolated-vm.js';
-import { bundleDigest, preparedPaths, type WarmPlanFile } from '../../src/expressions/prepared.js';
-import { SANDBOX_FILENAME } from '../../src/expressions/protocol.js';
+import { bundleDigest, preparedPaths, type WarmPlanFile } from '../../src/expressions/child/prepared.js';
+import { SANDBOX_FILENAME } from '../../src/expressions/wire/protocol.js';
 import { removeTempDirs, tempDir } from '../server/helpers.js';
 
 const DIST = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'dist');

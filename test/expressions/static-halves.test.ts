@@ -9,8 +9,8 @@ import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { freezeDeep } from '../../src/core/frozen.js';
-import { ChildStatics, STATIC_LIMITS, childStaticLimit, StaticRegistry, childRecord, encodeWire, lineFor, unknownLine } from '../../src/expressions/job-wire.js';
-import { encodeJob, wireJobOf, type SandboxRequest } from '../../src/expressions/protocol.js';
+import { ChildStatics, STATIC_LIMITS, childStaticLimit, StaticRegistry, childRecord, encodeWire, lineFor, unknownLine } from '../../src/expressions/wire/job-wire.js';
+import { encodeJob, wireJobOf, type SandboxRequest } from '../../src/expressions/wire/protocol.js';
 import { createSandboxEvaluator, type ConfigView, type ExpressionJob, type SandboxEvaluator } from '../../src/expressions/index.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');

@@ -21,9 +21,9 @@ import {
   timeLimitMessage,
   withCpu,
   type SandboxRequest,
-} from './protocol.js';
-import { loadSandboxBuild } from './isolated-vm.js';
-import { ChildStatics, childStaticLimit, unknownLine } from './job-wire.js';
+} from '../wire/protocol.js';
+import { loadSandboxBuild } from '../isolated-vm.js';
+import { ChildStatics, childStaticLimit, unknownLine } from '../wire/job-wire.js';
 import { readCodeCache, readWarmPlan } from './prepared.js';
 
 interface ChildOptions {

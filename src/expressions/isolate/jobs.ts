@@ -1,12 +1,12 @@
 import { coerceValue, declaredTypeOf } from '../../core/coerce.js';
 import { labelsOf } from '../../core/view.js';
 import { ProgressiveRedaction } from '../../core/redact.js';
-import { failureResponse, wireJobOf, type SandboxRequest, type SandboxResponse, type WireJob } from '../protocol.js';
+import { failureResponse, wireJobOf, type SandboxRequest, type SandboxResponse, type WireJob } from '../wire/protocol.js';
 import type { ConfigView, ConstOutcome, ExpressionFailureKind, TestOutcome } from '../types.js';
 import { O, JSONparse, JSONstringify, StringCtor } from './intrinsics.js';
 import { Failure, render, testExpression } from './compile.js';
 import { beginJob } from './seal.js';
-import { beginClockWatch, readClockOrChance } from '../sandbox-prelude.js';
+import { beginClockWatch, readClockOrChance } from './prelude.js';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Jobs
