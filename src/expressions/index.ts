@@ -11,5 +11,5 @@
  */
 export * from './types.js';
 export { ExpressionError } from './errors.js';
-export { DEFAULT_SANDBOX_OPTIONS, ENV_OPTIONS, expressionOptionsFromEnv, type SandboxOptions } from './host/options.js';
-export { createSandboxEvaluator, type SandboxEvaluator } from './host/pool.js';
+export { DEFAULT_SANDBOX_OPTIONS, ENV_OPTIONS, expressionOptionsFromEnv, type SandboxEvaluator, type SandboxOptions } from './host/options.js';
+export { createSandboxEvaluator } from './host/pool.js';

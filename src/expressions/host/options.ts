@@ -1,8 +1,10 @@
 /**
- * The sandbox's options: what a caller may set, their defaults, the environment variables that set them
- * (`CONFIGU_EXPRESSION_*`), and the effective limits the pool runs with.
+ * What a caller of the sandbox sets and gets: the options, their defaults, the environment variables that set them
+ * (`CONFIGU_EXPRESSION_*`) and the effective limits the pool runs with; and the evaluator's interface (pool.ts
+ * implements it).
  */
 import { ConfigurationError } from '../../core/errors.js';
+import type { ExpressionEvaluator } from '../types.js';
 
 export interface SandboxOptions {
   /** Number of child processes that run jobs (each one job at a time). Default 2. */
@@ -92,4 +94,28 @@ export function effectiveOptions(options: SandboxOptions): Required<SandboxOptio
     answers: int(options.answers, d.answers, 0),
     runawayMemo: int(options.runawayMemo, d.runawayMemo, 0),
   };
+}
+
+/** The sandbox evaluator: the contract plus start-up and introspection helpers. */
+export interface SandboxEvaluator extends ExpressionEvaluator {
+  /** Resolves when every child (spares included) has started (loaded and sealed its isolate). */
+  ready(): Promise<void>;
+  /** The effective limits. */
+  readonly options: Readonly<Required<SandboxOptions>>;
+  /** Process ids of the live children that run jobs (for tests and diagnostics). */
+  pids(): number[];
+  /** Isolates renewed in place (memory limit, full heap) and child processes started, since the pool started. */
+  replacements(): { renewals: number; spawns: number };
+  /** Process ids of the warm spares. */
+  sparePids(): number[];
+  /** Jobs waiting for a child, per client (for tests and diagnostics). */
+  queued(): Record<string, number>;
+  /** Jobs answered from kept answers without running (SandboxOptions.answers), since the pool started. */
+  answersGiven(): number;
+  /** Jobs answered with a remembered limit answer, without running (SandboxOptions.runawayMemo), since the pool started. */
+  runawaysRefused(): number;
+  /** Whether the client is in the slow lane (its jobs keep hitting limits; see runaways.ts). */
+  isOffender(client: string): boolean;
+  /** Static halves held by the children (estimated bytes and entries, all children together). */
+  childStatics(): { bytes: number; entries: number };
 }

@@ -22,40 +22,16 @@
 import { SandboxBusyError, SandboxUnavailableError } from '../../core/errors.js';
 import { freezeDeep } from '../../core/frozen.js';
 import { ExpressionError } from '../errors.js';
-import type { ExpressionEvaluator, ExpressionJob, ExpressionResult, RunContext } from '../types.js';
+import type { ExpressionJob, ExpressionResult, RunContext } from '../types.js';
 import { encodeWire, StaticRegistry, type EncodedJob } from '../wire/job-wire.js';
 import { failureResponse, type SandboxRequest, type SandboxResponse, type WireJob } from '../wire/protocol.js';
 import { RequestBudgets } from './budgets.js';
 import { sandboxFiles, type ChildHandle, type ChildMessage } from './child-handle.js';
 import { Children } from './children.js';
 import { answerKey, KeptAnswers } from './kept-answers.js';
-import { effectiveOptions, type SandboxOptions } from './options.js';
+import { effectiveOptions, type SandboxEvaluator, type SandboxOptions } from './options.js';
 import { hitLimit, RunawayMemo } from './runaways.js';
 import { Scheduler, type Pending } from './scheduler.js';
-
-/** The sandbox evaluator: the contract plus start-up and introspection helpers. */
-export interface SandboxEvaluator extends ExpressionEvaluator {
-  /** Resolves when every child (spares included) has started (loaded and sealed its isolate). */
-  ready(): Promise<void>;
-  /** The effective limits. */
-  readonly options: Readonly<Required<SandboxOptions>>;
-  /** Process ids of the live children that run jobs (for tests and diagnostics). */
-  pids(): number[];
-  /** Isolates renewed in place (memory limit, full heap) and child processes started, since the pool started. */
-  replacements(): { renewals: number; spawns: number };
-  /** Process ids of the warm spares. */
-  sparePids(): number[];
-  /** Jobs waiting for a child, per client (for tests and diagnostics). */
-  queued(): Record<string, number>;
-  /** Jobs answered from kept answers without running (SandboxOptions.answers), since the pool started. */
-  answersGiven(): number;
-  /** Jobs answered with a remembered limit answer, without running (SandboxOptions.runawayMemo), since the pool started. */
-  runawaysRefused(): number;
-  /** Whether the client is in the slow lane (its jobs keep hitting limits; see runaways.ts). */
-  isOffender(client: string): boolean;
-  /** Static halves held by the children (estimated bytes and entries, all children together). */
-  childStatics(): { bytes: number; entries: number };
-}
 
 const MAX_START_FAILURES = 3;
 

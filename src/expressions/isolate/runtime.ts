@@ -1,9 +1,10 @@
 /**
  * The runtime that lives INSIDE the isolate (bundled with the libraries by scripts/build-sandbox.mjs into
  * dist/sandbox/libraries.js). It installs the expression globals, seals the realm (deep freeze, no timers, no shared
- * memory, no WebAssembly), and evaluates requests: one JSON line in, one JSON line out. The parts are in sandbox/:
- * intrinsics, json-schema (JSONSchema.validate), compile (expression cache and evaluation), import-scan, jobs,
- * seal (deep freeze, per-job state) and warm-zod (warm-up before the freeze).
+ * memory, no WebAssembly), and evaluates requests: one JSON line in, one JSON line out. The parts are beside it in
+ * isolate/: prelude (clock and chance stand-ins, loaded first), intrinsics, json-schema (JSONSchema.validate), compile
+ * (expression cache and evaluation), import-scan, jobs, seal (deep freeze, per-job state), library-state and warm-zod
+ * (warm-up before the freeze).
  *
  * Nothing here can reach the host: the isolate has no host objects at all. What this file guards is the other half
  * of the contract: no state survives from one job to the next, and no expression can disturb the runtime itself.
