@@ -1,4 +1,4 @@
-// Cost of putting one sandbox job on the wire, before and after the static-half wire (src/expressions/job-wire.ts):
+// Cost of putting one sandbox job on the wire, before and after the static-half wire (src/expressions/wire/job-wire.ts):
 //   npx tsx bench/job-encode.ts [--rounds 7] [--iterations 20000]
 // "before": the old line, JSON.stringify({ t: 'job', job: encodeJob(job) }) (protocol.ts), written as it is and handed
 // to the isolate as it is by the child. "after": the host's encodeWire + lineFor (the child already holds the static

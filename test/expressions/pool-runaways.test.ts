@@ -1,6 +1,6 @@
 // Runaways (jobs that hit the time or the memory limit): a repeat of the same job by the same client is answered from
 // memory without running; a client whose jobs keep hitting limits is served last, through a slow lane; no other
-// client is refused or slowed because of it (src/expressions/runaways.ts).
+// client is refused or slowed because of it (src/expressions/host/runaways.ts).
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { requestContext, type ExpressionJob } from '../../src/expressions/index.js';

@@ -1,4 +1,4 @@
-// The job wire (src/expressions/job-wire.ts): a schema's static half goes to each child once, then only its id; a new
+// The job wire (src/expressions/wire/job-wire.ts): a schema's static half goes to each child once, then only its id; a new
 // child, an evicted id or a child that lost it gets the full form again; the child rebuilds the very request line the
 // isolate received before, so answers do not change; and the caches never hold a value.
 import { after, before, describe, it } from 'node:test';
