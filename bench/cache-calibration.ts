@@ -13,13 +13,13 @@
  */
 import { BODY_RECORD_DEPTH } from '../src/server/body-cache.js';
 import { CacheBudget, estimateBodyBytes, estimateSchemaBytes, estimateStaticBytes, estimateAnswerBytes } from '../src/core/cache-budget.js';
-import { compiledBytes } from '../src/expressions/sandbox/compile.js';
-import { validatorBytes } from '../src/expressions/sandbox/json-schema.js';
+import { compiledBytes } from '../src/expressions/isolate/compile.js';
+import { validatorBytes } from '../src/expressions/isolate/json-schema.js';
 import Ajv from 'ajv';
 import addFormats from 'ajv-formats';
 import { freezeDeep, freezeCounting } from '../src/core/frozen.js';
 import { configureSchemaCache, prepareSchema } from '../src/core/schema.js';
-import { StaticRegistry } from '../src/expressions/job-wire.js';
+import { StaticRegistry } from '../src/expressions/wire/job-wire.js';
 
 const gc = (globalThis as { gc?: () => void }).gc;
 if (!gc) throw new Error('run with node --expose-gc');

@@ -9,7 +9,7 @@ export default async function buildSandbox({ root }) {
   const outdir = join(root, 'dist', 'sandbox');
   mkdirSync(outdir, { recursive: true });
   await build({
-    entryPoints: [join(root, 'src/expressions/sandbox-runtime.ts')],
+    entryPoints: [join(root, 'src/expressions/isolate/runtime.ts')],
     outfile: join(outdir, 'libraries.js'),
     bundle: true,
     format: 'iife',

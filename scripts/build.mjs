@@ -20,11 +20,11 @@ for (const file of readdirSync(join(root, 'scripts')).filter((f) => /^build-.+\.
 // Application entry points: each becomes dist/<name>.js.
 const entries = {
   cli: 'src/cli/bin.ts',
-  'sandbox-child': 'src/expressions/sandbox-child.ts',
+  'sandbox-child': 'src/expressions/child/main.ts',
   // Which isolated-vm build this Node loads (scripts/prune-image.mjs asks it in the image's builder stage).
   'sandbox-build': 'src/expressions/isolated-vm.ts',
   // The warm-up plan and code cache that make sandboxes start faster (run below).
-  'sandbox-prepare': 'src/expressions/sandbox-prepare.ts',
+  'sandbox-prepare': 'src/expressions/child/prepare.ts',
   // Which better-sqlite3 line this Node loads, and the loader itself (scripts/prune-image.mjs, check-image.mjs).
   'sqlite-build': 'src/stores/drivers.ts',
 };
@@ -52,7 +52,7 @@ if (Object.keys(entryPoints).length) {
     banner: { js: BANNER },
   });
 }
-// 3. The sandbox's start-up aids next to its bundle (src/expressions/prepared.ts): made with this Node, in a process of
+// 3. The sandbox's start-up aids next to its bundle (src/expressions/child/prepared.ts): made with this Node, in a process of
 // their own (isolated-vm needs --no-node-snapshot). Without them sandboxes start the slow way, so a failure here (no
 // isolated-vm build for this Node yet) is a warning, not a failed build.
 let prepared = '';

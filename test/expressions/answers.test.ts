@@ -1,6 +1,6 @@
-// Kept answers (SandboxOptions.answers, src/expressions/index.ts): a job that passed and read neither the clock nor
+// Kept answers (SandboxOptions.answers, src/expressions/host/kept-answers.ts): a job that passed and read neither the clock nor
 // Math.random is answered again, for the same client, without running; anything else runs every time. The stand-ins
-// that notice the clock and chance (src/expressions/sandbox-prelude.ts) behave as the originals do.
+// that notice the clock and chance (src/expressions/isolate/prelude.ts) behave as the originals do.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createSandboxEvaluator, type ExpressionJob, type SandboxEvaluator } from '../../src/expressions/index.js';

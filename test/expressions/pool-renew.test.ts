@@ -7,7 +7,7 @@ import { spawn } from 'node:child_process';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
-import { FLUSH_LINE } from '../../src/expressions/protocol.js';
+import { FLUSH_LINE } from '../../src/expressions/wire/protocol.js';
 import { SEALED_WALK, closedAfterFile, oneTest, outcomeOf } from './helpers.js';
 
 // Reaches the memory limit with large strings: the isolate is disposed (the process does not abort).

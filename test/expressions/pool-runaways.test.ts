@@ -1,10 +1,10 @@
 // Runaways (jobs that hit the time or the memory limit): a repeat of the same job by the same client is answered from
 // memory without running; a client whose jobs keep hitting limits is served last, through a slow lane; no other
-// client is refused or slowed because of it (src/expressions/runaways.ts).
+// client is refused or slowed because of it (src/expressions/host/runaways.ts).
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { requestContext, type ExpressionJob } from '../../src/expressions/index.js';
-import { RunawayMemo, SlowLane, OFFENDER_STRIKES, STRIKE_HALF_LIFE_MS } from '../../src/expressions/runaways.js';
+import { RunawayMemo, SlowLane, OFFENDER_STRIKES, STRIKE_HALF_LIFE_MS } from '../../src/expressions/host/runaways.js';
 import { CONFIGS, INPUT, closedAfterFile, oneTest, outcomeOf, view } from './helpers.js';
 
 // `split` of a 256 MiB string: V8 aborts the child with a fatal report (one new child per bomb that runs).

@@ -1,4 +1,4 @@
-// The build's sandbox start-up aids (src/expressions/prepared.ts): the zod warm-up plan and the code cache. The plan
+// The build's sandbox start-up aids (src/expressions/child/prepared.ts): the zod warm-up plan and the code cache. The plan
 // leaves the sealed realm exactly as the full warm-up does, and the check that says so notices a plan missing a step;
 // a child uses both; a plan recorded on another bundle, a plan that breaks, and a code cache V8 rejects each leave the
 // child warming up the full way and working.
@@ -11,8 +11,8 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import type IVM from 'isolated-vm';
 import { loadSandboxBuild } from '../../src/expressions/isolated-vm.js';
-import { bundleDigest, preparedPaths, type WarmPlanFile } from '../../src/expressions/prepared.js';
-import { SANDBOX_FILENAME } from '../../src/expressions/protocol.js';
+import { bundleDigest, preparedPaths, type WarmPlanFile } from '../../src/expressions/child/prepared.js';
+import { SANDBOX_FILENAME } from '../../src/expressions/wire/protocol.js';
 import { removeTempDirs, tempDir } from '../server/helpers.js';
 
 const DIST = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'dist');

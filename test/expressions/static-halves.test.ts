@@ -1,4 +1,4 @@
-// The job wire (src/expressions/job-wire.ts): a schema's static half goes to each child once, then only its id; a new
+// The job wire (src/expressions/wire/job-wire.ts): a schema's static half goes to each child once, then only its id; a new
 // child, an evicted id or a child that lost it gets the full form again; the child rebuilds the very request line the
 // isolate received before, so answers do not change; and the caches never hold a value.
 import { after, before, describe, it } from 'node:test';
@@ -9,8 +9,8 @@ import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { freezeDeep } from '../../src/core/frozen.js';
-import { ChildStatics, STATIC_LIMITS, childStaticLimit, StaticRegistry, childRecord, encodeWire, lineFor, unknownLine } from '../../src/expressions/job-wire.js';
-import { encodeJob, wireJobOf, type SandboxRequest } from '../../src/expressions/protocol.js';
+import { ChildStatics, STATIC_LIMITS, childStaticLimit, StaticRegistry, childRecord, encodeWire, lineFor, unknownLine } from '../../src/expressions/wire/job-wire.js';
+import { encodeJob, wireJobOf, type SandboxRequest } from '../../src/expressions/wire/protocol.js';
 import { createSandboxEvaluator, type ConfigView, type ExpressionJob, type SandboxEvaluator } from '../../src/expressions/index.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');

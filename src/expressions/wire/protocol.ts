@@ -3,7 +3,7 @@
  * child, one response line comes back (JSON, one object per line). Pure: imports only types, so the isolate bundle and
  * the host share it.
  */
-import type { ConfigView, ConstOutcome, ExpressionFailureKind, ExpressionJob, ExpressionResult, InputView, TestOutcome } from './types.js';
+import type { ConfigView, ConstOutcome, ExpressionFailureKind, ExpressionJob, ExpressionResult, InputView, TestOutcome } from '../types.js';
 
 /**
  * One config on the wire: the stored string and the origin, plus the Cfgu only when it is not the command's own
@@ -32,7 +32,7 @@ export function encodeJob(job: ExpressionJob): WireJob {
 }
 
 /**
- * A job in the static-half form (src/expressions/job-wire.ts): `s` is the schema's static half (declarations, consts,
+ * A job in the static-half form (job-wire.ts): `s` is the schema's static half (declarations, consts,
  * tests), `d` the job's own data. `d` is `[store, set, values, extras, order]`: `values[i]` is the i-th declared key's
  * WireConfig without its Cfgu when that is the declaration, or 0 when the job has no config for the key; `extras` are
  * the configs of undeclared keys as `[key, ...WireConfig]`; `order` is the configs' key order when it is not "declared
@@ -86,7 +86,7 @@ export type SandboxRequest =
 
 export type SandboxResponse =
   /**
-   * `pure`: the job read neither the clock, Math.random nor `_.uniqueId` (sandbox-prelude.ts), so the same job gives
+   * `pure`: the job read neither the clock, Math.random nor `_.uniqueId` (isolate/prelude.ts), so the same job gives
    * the same answer again; left out otherwise.
    */
   | { t: 'job'; result: ExpressionResult; pure?: true }

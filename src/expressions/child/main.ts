@@ -9,11 +9,8 @@
  *
  * argv[2]: JSON `{ bundle, timeoutMs, memoryMb, retireHeapMb }`. The environment is empty (the host passes none).
  */
-import { readFileSync } from 'node:fs';
-import type IVM from 'isolated-vm';
 import {
   FLUSH_LINE,
-  SANDBOX_FILENAME,
   IMPORT_MESSAGE,
   WALL_FACTORS,
   failureResponse,
@@ -21,10 +18,10 @@ import {
   timeLimitMessage,
   withCpu,
   type SandboxRequest,
-} from './protocol.js';
-import { loadSandboxBuild } from './isolated-vm.js';
-import { ChildStatics, childStaticLimit, unknownLine } from './job-wire.js';
-import { readCodeCache, readWarmPlan } from './prepared.js';
+} from '../wire/protocol.js';
+import { loadSandboxBuild } from '../isolated-vm.js';
+import { ChildStatics, childStaticLimit, unknownLine } from '../wire/job-wire.js';
+import { SandboxMaker } from './sandbox.js';
 
 interface ChildOptions {
   bundle: string;
@@ -39,110 +36,8 @@ interface ChildOptions {
 const { ivm } = loadSandboxBuild();
 const options = JSON.parse(process.argv[2] ?? '{}') as ChildOptions;
 const TIMED_OUT = 'Script execution timed out.';
-const source = readFileSync(options.bundle, 'utf8');
-/** The build's warm-up plan for this bundle (prepared.ts), as the runtime's `seal` takes it; else the full warm-up. */
-const warmPlan = readWarmPlan(options.bundle, source) ?? 'full';
-
-interface Sandbox {
-  isolate: IVM.Isolate;
-  handle: IVM.Reference<(line: string) => string>;
-  partial: IVM.Reference<(kind: string, message: string) => string>;
-  sealReport: string;
-  startupMs: number;
-  /** Whether V8 took the code cache it was given ('none' when there was none). */
-  codeCache: 'accepted' | 'rejected' | 'none';
-}
-
-/**
- * V8's compiled code for the bundle: the build's (prepared.ts), else made by this process's first isolate before any
- * job ran; later isolates of this process reuse it. It is code derived from the bundle's text only (V8 checks it
- * against the source), never heap state.
- */
-const builtCodeCache = readCodeCache(options.bundle);
-let codeCache: IVM.ExternalCopy<ArrayBuffer> | undefined = builtCodeCache ? new ivm.ExternalCopy(builtCodeCache) : undefined;
-
-/** A fresh isolate with the bundle loaded and the realm sealed. */
-function createSandbox(): Sandbox {
-  const started = performance.now();
-  const isolate = new ivm.Isolate({ memoryLimit: options.memoryMb });
-  const context = isolate.createContextSync();
-  const given = codeCache;
-  // With both options, V8 makes a cache only when it did not take the one given (another Node's, say).
-  const script = isolate.compileScriptSync(source, {
-    filename: SANDBOX_FILENAME,
-    produceCachedData: true,
-    ...(given ? { cachedData: given } : {}),
-  }) as IVM.Script & IVM.CachedDataResult & { cachedDataRejected?: boolean };
-  const cacheUse = given ? (script.cachedDataRejected ? 'rejected' : 'accepted') : 'none';
-  if (cacheUse !== 'accepted' && script.cachedData) codeCache = script.cachedData;
-  script.runSync(context);
-  script.release();
-  const runtime = context.global.getSync('__cfguRuntime', { reference: true }) as IVM.Reference<Record<string, unknown>>;
-  const handle = runtime.getSync('handle', { reference: true }) as IVM.Reference<(line: string) => string>;
-  const partial = runtime.getSync('partial', { reference: true }) as IVM.Reference<(kind: string, message: string) => string>;
-  const seal = runtime.getSync('seal', { reference: true }) as IVM.Reference<(warm: string) => string>;
-  const sealReport = seal.applySync(undefined, [warmPlan], { timeout: 30_000 }) as string;
-  seal.release();
-  // The caches inside the isolate are bounded from its memory limit (sandbox-runtime.ts `limits`).
-  const limits = runtime.getSync('limits', { reference: true }) as IVM.Reference<(memoryMb: number) => void>;
-  limits.applySync(undefined, [options.memoryMb], { timeout: 30_000 });
-  limits.release();
-  runtime.release();
-  warm(handle);
-  return { isolate, handle, partial, sealReport, startupMs: performance.now() - started, codeCache: cacheUse };
-}
-
-/**
- * Requests run once in every new isolate, after sealing and before `ready`: V8 compiles a function at its first call,
- * so the first job of an isolate used to pay for compiling the whole job path (templates, each library, Ajv, the
- * failure path). That one-off cost, several milliseconds on a quiet machine and over 100 ms on a loaded one, was
- * charged to the first real job's time limit. The data here is constant: no request's value is ever in it, and the
- * per-job reset at the start of every job applies to what follows as it does between any two jobs.
- */
-const WARM_CFGU = { schema: { type: 'string' } };
-const WARM_LINES: string[] = [
-  JSON.stringify({
-    t: 'job',
-    job: {
-      input: {
-        store: { type: 'in-memory' },
-        set: { path: 'warm/up', hierarchy: ['', 'warm', 'warm/up'] },
-        schema: { keys: { HOST: WARM_CFGU, PORT: { schema: { type: 'number' } }, URL: { const: '{{ $.configs.HOST.value }}:<%= $.configs.PORT.value %>' } } },
-      },
-      configs: { HOST: ['warm.example.com', 'store'], PORT: ['8080', 'default'], URL: ['', 'empty'] },
-      consts: [{ key: 'URL', template: '{{ $.configs.HOST.value }}:<%= $.configs.PORT.value %>' }],
-      tests: [
-        {
-          key: 'HOST',
-          expressions: [
-            'validator.isFQDN($.value)',
-            'expect($.value).to.be.a("string")',
-            'z.string().min(1).parse($.value) === $.value',
-            '_.isString($.value) && $.labels.length === 0',
-            'JSONSchema.validate({ type: "string", minLength: 1 }, $.value)',
-            '$.value === "not this"',
-            'expect($.storedValue).to.match(/^[0-9]+$/)',
-          ],
-        },
-        { key: 'PORT', expressions: ['Number.isInteger($.value) && $.value > 0', 'z.number().max(10).parse($.value)'] },
-      ],
-    },
-  }),
-  JSON.stringify({ t: 'template', template: 'host={{ $.configs.HOST }}', context: { configs: { HOST: 'warm' } } }),
-  JSON.stringify({ t: 'bool', expression: '$.key !== ""', context: { key: 'K', value: 'v' } }),
-];
-
-function warm(handle: IVM.Reference<(line: string) => string>): void {
-  for (const line of WARM_LINES) {
-    try {
-      handle.applySync(undefined, [line], { timeout: 30_000 });
-    } catch {
-      // A warm-up that fails (a memory limit set very low) only leaves the first job to compile what it needs.
-    }
-  }
-}
-
-let sandbox = createSandbox();
+const maker = new SandboxMaker(ivm, options);
+let sandbox = maker.create();
 /** Isolates this process has made after its first. */
 let renewals = 0;
 
@@ -252,7 +147,7 @@ function renew(): void {
   }
   renewals++;
   // Synchronous: stdin is read again only once the new isolate is sealed.
-  sandbox = createSandbox();
+  sandbox = maker.create();
   ready();
 }
 
@@ -284,7 +179,7 @@ function ready(): void {
   );
 }
 
-/** Static halves of jobs sent by the host (job-wire.ts): schema text only, kept across isolate renewals. */
+/** Static halves of jobs sent by the host (wire/job-wire.ts): schema text only, kept across isolate renewals. */
 const statics = new ChildStatics(childStaticLimit(options.memoryMb));
 
 // The host pipelines several jobs to a child; they are answered strictly in order, one line each.

@@ -1,7 +1,7 @@
 import _ from 'lodash';
 import validator from 'validator';
 import { O, ownKeys, getOwnPropertyDescriptor } from './intrinsics.js';
-import { noteClockOrChance } from '../sandbox-prelude.js';
+import { noteClockOrChance } from './prelude.js';
 
 // ---------------------------------------------------------------------------------------------------------------
 // State the libraries keep in their closures, between jobs (docs/expressions.md, "State the libraries keep").

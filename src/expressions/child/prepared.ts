@@ -1,7 +1,7 @@
 /**
- * What the build prepares next to the sandbox's library bundle so that a sandbox starts faster (sandbox-prepare.ts
+ * What the build prepares next to the sandbox's library bundle so that a sandbox starts faster (child/prepare.ts
  * makes both; scripts/build.mjs runs it after bundling). Both are optional: without them a sandbox starts the slow way.
- * - `<bundle>.warm-plan.json`: the calls of the zod warm-up that found a new schema type (sandbox/warm-zod.ts). The
+ * - `<bundle>.warm-plan.json`: the calls of the zod warm-up that found a new schema type (isolate/warm-zod.ts). The
  *   build checked that replaying only them leaves the sealed realm in exactly the shape the full warm-up leaves it
  *   in. It names the SHA-256 of the bundle it was recorded on and is used with that bundle only.
  * - `<bundle>.code-cache`: V8's code cache of the bundle, made once the full warm-up had run, so that it holds the
@@ -14,7 +14,7 @@ import { readFileSync } from 'node:fs';
 export interface WarmPlanFile {
   /** SHA-256 (hex) of the bundle text the plan was recorded on. */
   bundle: string;
-  /** The recorded calls (sandbox/warm-zod.ts, WarmStep). */
+  /** The recorded calls (isolate/warm-zod.ts, WarmStep). */
   steps: unknown[];
   /**
    * The sealed realm's fingerprint, the same after the full warm-up and after the plan (checked when made, in the

@@ -39,9 +39,9 @@ export function sealPrelude(): void {
 // removed, and there are no timers: an expression's outcome is a function of its job, except through the clock
 // (`Date.now()`, `new Date()` and `Date()` without a date, `Intl.DateTimeFormat#format` and `#formatToParts`, which
 // format the current time when given none), `Math.random()`, and lodash's `_.uniqueId` counter (wrapped before the
-// seal, noteClockOrChance; the other state libraries keep between jobs is handled in sandbox/library-state.ts and
+// seal, noteClockOrChance; the other state libraries keep between jobs is handled in library-state.ts and
 // json-schema.ts, docs/expressions.md "State the libraries keep"). These stand-ins note that a job read one of them, and the host keeps the answer of a job
-// only when none was read (src/expressions/index.ts, "answers"). They are installed before any library loads, so
+// only when none was read (host/kept-answers.ts). They are installed before any library loads, so
 // lodash (`_.now`, `_.random`, `_.shuffle`, `_.sample`) and the others capture them.
 
 const touch = (): void => {
@@ -114,7 +114,7 @@ if (typeof Intl === 'object' && typeof Intl.DateTimeFormat === 'function') {
 
 /**
  * For the runtime: note a read of state that outlives a job. lodash's `_.uniqueId` counts on in a closure across
- * jobs, so its answer depends on the child's history; sandbox/library-state.ts wraps it with this before sealing.
+ * jobs, so its answer depends on the child's history; library-state.ts wraps it with this before sealing.
  */
 export function noteClockOrChance(): void {
   touch();

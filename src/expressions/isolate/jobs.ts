@@ -1,12 +1,12 @@
 import { coerceValue, declaredTypeOf } from '../../core/coerce.js';
 import { labelsOf } from '../../core/view.js';
 import { ProgressiveRedaction } from '../../core/redact.js';
-import { failureResponse, wireJobOf, type SandboxRequest, type SandboxResponse, type WireJob } from '../protocol.js';
+import { failureResponse, wireJobOf, type SandboxRequest, type SandboxResponse, type WireJob } from '../wire/protocol.js';
 import type { ConfigView, ConstOutcome, ExpressionFailureKind, TestOutcome } from '../types.js';
 import { O, JSONparse, JSONstringify, StringCtor } from './intrinsics.js';
 import { Failure, render, testExpression } from './compile.js';
 import { beginJob } from './seal.js';
-import { beginClockWatch, readClockOrChance } from '../sandbox-prelude.js';
+import { beginClockWatch, readClockOrChance } from './prelude.js';
 
 // ---------------------------------------------------------------------------------------------------------------
 // Jobs
@@ -33,7 +33,7 @@ let progress:
   | undefined;
 
 function runJob(job: WireJob): SandboxResponse {
-  // Decode the wire form (protocol.ts): value and labels are derived here exactly as the host derives them.
+  // Decode the wire form (wire/protocol.ts): value and labels are derived here exactly as the host derives them.
   const declared = job.input.schema.keys as Record<string, Record<string, unknown>>;
   const configs: Record<string, ConfigView> = O.create(null);
   for (const key of O.keys(job.configs ?? {})) {
@@ -84,7 +84,7 @@ function dispatch(request: SandboxRequest): SandboxResponse {
     case 'job':
       return runJob(request.job);
     case 'j':
-      // The static-half form (job-wire.ts): the same job, decoded here into the object the whole form parses into.
+      // The static-half form (wire/job-wire.ts): the same job, decoded here into the object the whole form parses into.
       return runJob(wireJobOf(request.s, request.d));
     case 'template': {
       const r = render(request.template, request.context);

@@ -16,9 +16,9 @@ import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type IVM from 'isolated-vm';
-import { loadSandboxBuild } from './isolated-vm.js';
+import { loadSandboxBuild } from '../isolated-vm.js';
 import { bundleDigest, preparedPaths, type WarmPlanFile } from './prepared.js';
-import { SANDBOX_FILENAME } from './protocol.js';
+import { SANDBOX_FILENAME } from '../wire/protocol.js';
 
 const { ivm } = loadSandboxBuild();
 const bundle = process.argv[2] ?? join(dirname(fileURLToPath(import.meta.url)), 'sandbox', 'libraries.js');

@@ -1,27 +1,28 @@
 /**
  * The runtime that lives INSIDE the isolate (bundled with the libraries by scripts/build-sandbox.mjs into
  * dist/sandbox/libraries.js). It installs the expression globals, seals the realm (deep freeze, no timers, no shared
- * memory, no WebAssembly), and evaluates requests: one JSON line in, one JSON line out. The parts are in sandbox/:
- * intrinsics, json-schema (JSONSchema.validate), compile (expression cache and evaluation), import-scan, jobs,
- * seal (deep freeze, per-job state) and warm-zod (warm-up before the freeze).
+ * memory, no WebAssembly), and evaluates requests: one JSON line in, one JSON line out. The parts are beside it in
+ * isolate/: prelude (clock and chance stand-ins, loaded first), intrinsics, json-schema (JSONSchema.validate), compile
+ * (expression cache and evaluation), import-scan, jobs, seal (deep freeze, per-job state), library-state and warm-zod
+ * (warm-up before the freeze).
  *
  * Nothing here can reach the host: the isolate has no host objects at all. What this file guards is the other half
  * of the contract: no state survives from one job to the next, and no expression can disturb the runtime itself.
  */
 // The prelude first: its stand-ins must exist before the libraries load.
-import { sealPrelude } from './sandbox-prelude.js';
+import { sealPrelude } from './prelude.js';
 import _ from 'lodash';
 import validator from 'validator';
 import * as zod from 'zod';
 // @ts-expect-error chai 6 ships no type declarations (and @types/chai is not installed)
 import * as chai from 'chai';
-import { O, ArrayIsArray, defineProperty, getOwnPropertyDescriptor, ownKeys, JSONparse, JSONstringify, StringCtor } from './sandbox/intrinsics.js';
-import { JSONSchema, generation, generations, lastAjv, metaAjv, setValidatorCacheBytes } from './sandbox/json-schema.js';
-import { cache, setCompileCacheBytes } from './sandbox/compile.js';
-import { handle, partial } from './sandbox/jobs.js';
-import { deepFreeze, sealReport, verifySealed, walkReachable } from './sandbox/seal.js';
-import { warmUp, warmZod, type WarmStep } from './sandbox/warm-zod.js';
-import { guardLodash, validatorDefaults } from './sandbox/library-state.js';
+import { O, ArrayIsArray, defineProperty, getOwnPropertyDescriptor, ownKeys, JSONparse, JSONstringify, StringCtor } from './intrinsics.js';
+import { JSONSchema, generation, generations, lastAjv, metaAjv, setValidatorCacheBytes } from './json-schema.js';
+import { cache, setCompileCacheBytes } from './compile.js';
+import { handle, partial } from './jobs.js';
+import { deepFreeze, sealReport, verifySealed, walkReachable } from './seal.js';
+import { warmUp, warmZod, type WarmStep } from './warm-zod.js';
+import { guardLodash, validatorDefaults } from './library-state.js';
 
 /** Numbers for tests (through the runtime object, which expressions cannot reach). */
 function stats(): string {

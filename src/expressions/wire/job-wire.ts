@@ -22,13 +22,14 @@
  * templates, expressions). Values, origins, the set and the store type travel with every job and are never kept.
  * A job refers to an id only when its own static half has exactly that text.
  *
- * No I/O. Used by src/expressions/index.ts (host) and sandbox-child.ts (child).
+ * No I/O. Used by the host (host/pool.ts, host/child-handle.ts) and the child (child/main.ts). The two sides stay in
+ * one module: they must count and evict the same halves with the same bounds.
  */
 import { LRUCache } from 'lru-cache';
-import { cacheBudget, estimateStaticBytes, type CacheBudget, type CacheMember } from '../core/cache-budget.js';
-import { isDeepFrozen } from '../core/frozen.js';
+import { cacheBudget, estimateStaticBytes, type CacheBudget, type CacheMember } from '../../core/cache-budget.js';
+import { isDeepFrozen } from '../../core/frozen.js';
 import { encodeJob, type WireJob } from './protocol.js';
-import type { ExpressionJob } from './types.js';
+import type { ExpressionJob } from '../types.js';
 
 /** Most entries of every static-half cache (host registry: four times this; host's view of each child; the child's own). */
 export const STATIC_LIMITS = { entries: 500 };

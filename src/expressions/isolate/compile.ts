@@ -1,5 +1,5 @@
 import { parseTemplate, stringifyTemplateValue } from '../../core/template.js';
-import { IMPORT_MESSAGE } from '../protocol.js';
+import { IMPORT_MESSAGE } from '../wire/protocol.js';
 import type { ExpressionFailureKind } from '../types.js';
 import { apply, MapCtor } from './intrinsics.js';
 import { messageOf } from './messages.js';
