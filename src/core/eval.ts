@@ -463,7 +463,7 @@ function sandboxSchemaExpression(schema: Record<string, unknown>): string {
 /**
  * What every sandbox job of one schema shares, made once per prepared schema (prepared schemas are themselves cached by
  * text and identity, schema.ts): the declarations sent as `input.schema.keys`, the consts in dependency order, and
- * each key's checks (pattern, schema, tests) with their plan. Frozen, so that the job wire (src/expressions/job-wire.ts)
+ * each key's checks (pattern, schema, tests) with their plan. Frozen, so that the job wire (src/expressions/wire/job-wire.ts)
  * may remember their JSON text by identity; the declarations only when every Cfgu in them was deep-frozen already
  * (request bodies are), as freezing them here would freeze a caller's objects.
  */
