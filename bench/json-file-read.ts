@@ -7,7 +7,7 @@ import { mkdirSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { JsonFileConfigStore } from '../src/stores/json-file.js';
-import type { ConfigQuery } from '../src/stores/types.js';
+import type { ConfigQuery } from '../src/core/ports.js';
 
 const { values: args } = parseArgs({ options: { rounds: { type: 'string', default: '7' }, iterations: { type: 'string', default: '20000' } } });
 const rounds = Number(args.rounds);

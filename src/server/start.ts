@@ -13,11 +13,12 @@
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
 import { ConfigurationError } from '../core/errors.js';
-import { NO_CONFIG_FILE, createStoreRegistry, findConfigFile, loadConfiguration, type StoreRegistryWithStatus } from '../config/index.js';
+import { NO_CONFIG_FILE, findConfigFile, loadConfiguration } from '../config/index.js';
+import { createStoreRegistry, type StoreRegistryWithStatus } from '../stores/index.js';
 import type { LoadedConfiguration } from '../config/types.js';
 import { createSandboxEvaluator, expressionOptionsFromEnv, type SandboxOptions } from '../expressions/index.js';
 import { onlyVariableNames, renderVariables } from '../config/render.js';
-import type { ExpressionEvaluator } from '../expressions/types.js';
+import type { ExpressionEvaluator } from '../core/ports.js';
 import { buildServer } from './app.js';
 import { pinnedPort } from './cluster.js';
 import { Lifecycle } from './lifecycle.js';

@@ -30,7 +30,7 @@ import { writeFileAtomic } from './atomic-write.js';
 import { FileLock, sweepLeftovers } from './file-lock.js';
 import { AnswerMemo, indexBySet, Mutex, pairKey, reasonOf, splitWrites, type SetIndex } from './common.js';
 import { changedSets, DEFAULT_FEED_INTERVAL_MS, FeedSink, OpenFeeds, Poller } from './feed.js';
-import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from './types.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from '../core/ports.js';
 
 export interface JsonFileStoreOptions {
   /** Absolute path of the file. */
