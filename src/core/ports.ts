@@ -1,6 +1,6 @@
 /**
  * The engine's ports: what src/core needs from a store and from the expression evaluator. src/core owns them;
- * src/stores and src/expressions implement them; every folder that uses a port imports it from here.
+ * src/stores and src/expressions implement them.
  */
 
 // ---- Stores --------------------------------------------------------------------------------------------------------
