@@ -2,7 +2,8 @@
 // stores and sandbox in one process, with metrics, traces and the request log set as the variant says.
 //   tsx bench/observability-server.ts '{"config":"...","port":1234,"metrics":true,"tracing":"http://127.0.0.1:4318/v1/traces","protocol":"http/protobuf","log":"off|sync|async","probes":true}'
 import { pino, type Logger } from 'pino';
-import { createStoreRegistry, loadConfiguration } from '../src/config/index.js';
+import { loadConfiguration } from '../src/config/index.js';
+import { createStoreRegistry } from '../src/stores/index.js';
 import { createSandboxEvaluator } from '../src/expressions/index.js';
 import { buildServer, settingsWith } from '../src/server/index.js';
 import { createLogger, REDACT_PATHS } from '../src/server/logger.js';

@@ -11,7 +11,8 @@ import { performance } from 'node:perf_hooks';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual, parseArgs } from 'node:util';
-import { createStoreRegistry, loadConfiguration } from '../src/config/index.js';
+import { loadConfiguration } from '../src/config/index.js';
+import { createStoreRegistry } from '../src/stores/index.js';
 import { exportPipelineJson, freezeDeep, type EvalCommandInput } from '../src/core/index.js';
 // @ts-expect-error: a JavaScript module without types
 import { workloads, writeFixture } from './fixture.mjs';

@@ -4,7 +4,8 @@
 //
 //   tsx bench/sse-server.ts CONFIGU_FILE MAX_WATCHERS
 import { createInterface } from 'node:readline';
-import { createStoreRegistry, loadConfiguration } from '../src/config/index.js';
+import { loadConfiguration } from '../src/config/index.js';
+import { createStoreRegistry } from '../src/stores/index.js';
 import { buildServer, settingsWith } from '../src/server/index.js';
 
 const [file, maxWatchers] = process.argv.slice(2);

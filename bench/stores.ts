@@ -1,6 +1,6 @@
 /** A real store registry (the shipped `in-memory` store) filled with configs, for the in-process benchmarks. */
-import { createStoreRegistry } from '../src/config/index.js';
-import type { Config } from '../src/stores/types.js';
+import { createStoreRegistry } from '../src/stores/index.js';
+import type { Config } from '../src/core/ports.js';
 
 export async function memoryRegistry(configs: Config[]) {
   const registry = createStoreRegistry({

@@ -5,7 +5,8 @@
 //
 //   node --expose-gc --import tsx bench/stream-memory-server.ts CONFIGU_FILE
 import { createInterface } from 'node:readline';
-import { createStoreRegistry, loadConfiguration } from '../src/config/index.js';
+import { loadConfiguration } from '../src/config/index.js';
+import { createStoreRegistry } from '../src/stores/index.js';
 import { buildServer, settingsWith } from '../src/server/index.js';
 
 const [file] = process.argv.slice(2);

@@ -1,7 +1,7 @@
 /** `cfgu export --filter`: which exported keys every filter expression accepts, evaluated in the sandbox. */
 import { redactorForResult, viewOf, type EvalResult, type Redactor } from '../core/index.js';
 import { setOwn } from '../core/names.js';
-import type { ConfigView, ExpressionJob } from '../expressions/types.js';
+import type { ConfigView, ExpressionJob } from '../core/ports.js';
 import { ExitError } from './errors.js';
 import type { Session } from './session.js';
 

@@ -5,7 +5,7 @@
 import { SandboxUnavailableError } from '../core/index.js';
 import { onlyVariableNames, renderVariables } from '../config/render.js';
 import { createSandboxEvaluator, expressionOptionsFromEnv } from '../expressions/index.js';
-import type { ExpressionEvaluator, ExpressionJob, ExpressionResult } from '../expressions/types.js';
+import type { ExpressionEvaluator, ExpressionJob, ExpressionResult } from '../core/ports.js';
 
 export type TrustedEvaluator = ExpressionEvaluator & { renderTrusted?: (template: string, vars: Record<string, unknown>) => unknown };
 

@@ -4,9 +4,10 @@
  * are connected; the lazily started sandbox), and runCommand turns the command's errors into messages and exit codes.
  */
 import { StoreUnavailableError, isCfguError } from '../core/index.js';
-import { NO_CONFIG_FILE, createStoreRegistry, findConfigFile, loadConfiguration } from '../config/index.js';
-import type { LoadedConfiguration, StoreRegistry } from '../config/types.js';
-import type { ResolvedStore } from '../stores/types.js';
+import { NO_CONFIG_FILE, findConfigFile, loadConfiguration } from '../config/index.js';
+import { createStoreRegistry, type StoreRegistry } from '../stores/index.js';
+import type { LoadedConfiguration } from '../config/types.js';
+import type { ResolvedStore } from '../core/ports.js';
 import { errorLines, exitCodeOf, flagErrorLines, UsageError } from './errors.js';
 import { processIO, type CommandIO } from './io.js';
 import { LazyEvaluator } from './lazy-evaluator.js';

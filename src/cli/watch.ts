@@ -8,7 +8,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { constants } from 'node:os';
 import { Debouncer, noticeConcerns } from '../core/index.js';
-import type { ChangeFeed, ResolvedStore } from '../stores/types.js';
+import type { ChangeFeed, ResolvedStore } from '../core/ports.js';
 import type { CommandIO } from './io.js';
 
 /** Debounce of change notices (the server's default): a burst of writes is evaluated once. */

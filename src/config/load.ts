@@ -1,20 +1,21 @@
 /**
  * Loading `.configu`: read, render with the environment, parse (YAML, which accepts JSON), validate (compiled Ajv
  * schema plus the rules a schema cannot say), normalise store types, resolve relative paths against the file's
- * folder. Every problem is one ConfigurationError whose message names the file and the property.
+ * folder, parse each store's settings for its kind (once: the store definitions carry them, typed, to the stores'
+ * constructors). Every problem is one ConfigurationError whose message names the file and the property.
  */
 import { Ajv, type ErrorObject } from 'ajv';
 import { readFile } from 'node:fs/promises';
 import { homedir } from 'node:os';
 import { dirname, isAbsolute, join, resolve } from 'node:path';
-import { CfguError, ConfigurationError } from '../core/errors.js';
-import { createStore } from '../stores/index.js';
+import { ConfigurationError } from '../core/errors.js';
+import { defineStore, type StoreDefinition } from '../stores/factory.js';
 import { normaliseStoreType, STORE_TYPES } from '../stores/normalise.js';
 import { NO_CONFIG_FILE, findConfigFile } from './find.js';
 import { parseYaml } from './yaml.js';
 import { renderVariables, type TemplateRenderer } from './render.js';
 import { unknownPropertyMessage } from '../core/suggest.js';
-import type { LoadedConfiguration, StoreDefinition } from './types.js';
+import type { LoadedConfiguration } from './types.js';
 
 export interface LoadConfigurationOptions {
   /** Path of the file; found with findConfigFile when omitted. */
@@ -242,15 +243,15 @@ export async function loadConfiguration(options: LoadConfigurationOptions = {}):
     for (const setting of PATH_SETTINGS[type] ?? []) {
       if (setting in configuration) configuration[setting] = resolvePathSetting(configuration[setting], folder, env);
     }
-    // Check the store's settings now (nothing connects): a bad setting is a start-up error, not a request error.
+    // Parse the store's settings now, once (nothing is built or connected): a bad setting is a start-up error, not a
+    // request error, and the stores are later built from the parsed settings.
+    const base = propertyPath(`/stores/${name.replace(/~/g, '~0').replace(/\//g, '~1')}/configuration`);
     try {
-      await createStore(type, configuration, name, propertyPath(`/stores/${name.replace(/~/g, '~0').replace(/\//g, '~1')}/configuration`)).close();
+      stores.push(defineStore({ name, type, configuration, default: def.default === true, backup: def.backup === true }, base));
     } catch (e) {
       if (e instanceof ConfigurationError) return fail(e.message, e.property);
-      if (e instanceof CfguError) return fail(e.message);
       throw e;
     }
-    stores.push({ name, type, configuration, default: def.default === true, backup: def.backup === true });
   }
 
   const defaults = stores.filter((s) => s.default);

@@ -1,6 +1,6 @@
 /**
  * The engine's ports: what src/core needs from a store and from the expression evaluator. src/core owns them;
- * src/stores and src/expressions implement them (and re-export them from their own types.ts), src/config wires them.
+ * src/stores and src/expressions implement them.
  */
 
 // ---- Stores --------------------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { pairKey } from './common.js';
 import { createSqliteTable, SqliteStatements } from './sqlite.js';
-import type { Config, ConfigQuery } from './types.js';
+import type { Config, ConfigQuery } from '../core/ports.js';
 
 interface Pending {
   store: string;

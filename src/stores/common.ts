@@ -4,7 +4,7 @@
  */
 import { createHash } from 'node:crypto';
 import { CfguError, StoreUnavailableError } from '../core/errors.js';
-import type { Config, ConfigQuery } from './types.js';
+import type { Config, ConfigQuery } from '../core/ports.js';
 
 /** Default connect and query timeout of network stores, in milliseconds. */
 export const DEFAULT_TIMEOUT_MS = 3000;

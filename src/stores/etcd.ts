@@ -21,7 +21,7 @@ import { StoreUnavailableError } from '../core/errors.js';
 import { unavailable, withTimeout } from './common.js';
 import { backoff, FeedLife, FeedSink, OpenFeeds } from './feed.js';
 import { applyKeyValueWrites, decodeKeyValue, ReadKeys, storageKeys } from './key-value.js';
-import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from './types.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from '../core/ports.js';
 
 export interface EtcdStoreOptions {
   hosts: string | string[];

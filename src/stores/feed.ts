@@ -10,7 +10,7 @@
  *     polls looks at once; a kind whose own writes are invisible to its check reports them directly).
  *   - changedSets: which sets differ between two per-set snapshots (the polled kinds report precise sets).
  */
-import type { ChangeFeed, ChangeListener, ChangeNotice, Config } from './types.js';
+import type { ChangeFeed, ChangeListener, ChangeNotice, Config } from '../core/ports.js';
 
 /** Default period of the periodic checks (ms), per kind, when `feedIntervalMs` is not set. */
 export const DEFAULT_FEED_INTERVAL_MS = {

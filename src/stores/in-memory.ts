@@ -4,7 +4,7 @@
  */
 import { AnswerMemo, indexEntry, splitWrites, type SetIndex } from './common.js';
 import { FeedSink, LocalFeeds, OpenFeeds, setsOf } from './feed.js';
-import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from './types.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from '../core/ports.js';
 
 export class InMemoryConfigStore implements ConfigStore {
   readonly type = 'in-memory';

@@ -3,7 +3,7 @@
  * leniently about scalars and strictly about shape, and the per-set snapshot the change feed compares.
  */
 import { pairKey } from './common.js';
-import type { Config } from './types.js';
+import type { Config } from '../core/ports.js';
 
 type Parsed = { ok: true; configs: Map<string, Config> } | { ok: false; reason: string };
 

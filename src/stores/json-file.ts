@@ -31,7 +31,7 @@ import { FileLock, sweepLeftovers } from './file-lock.js';
 import { AnswerMemo, indexBySet, Mutex, pairKey, reasonOf, splitWrites, type SetIndex } from './common.js';
 import { parseJsonConfigs, setSnapshot } from './json-file-format.js';
 import { changedSets, DEFAULT_FEED_INTERVAL_MS, FeedSink, OpenFeeds, Poller } from './feed.js';
-import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from './types.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from '../core/ports.js';
 
 export { parseJsonConfigs };
 

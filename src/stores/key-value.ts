@@ -10,7 +10,7 @@
  */
 import { setOwn } from '../core/names.js';
 import { pairKey } from './common.js';
-import type { Config, ConfigQuery } from './types.js';
+import type { Config, ConfigQuery } from '../core/ports.js';
 
 /** The storage key holding a (set, key). */
 export const storageKeyOf = (q: ConfigQuery): string => (q.set === '' ? q.key : q.set);

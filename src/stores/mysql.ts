@@ -19,7 +19,7 @@ import { LimitError } from '../core/errors.js';
 import { causeOf, configId, indexName, connectionSecrets } from './common.js';
 import { DEFAULT_FEED_INTERVAL_MS } from './feed.js';
 import { SqlConfigStore } from './sql.js';
-import type { ChangeFeed, ChangeListener, Config, ConfigQuery } from './types.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery } from '../core/ports.js';
 
 export interface MysqlStoreOptions {
   url?: string;

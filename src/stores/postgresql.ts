@@ -26,7 +26,7 @@ import { StoreUnavailableError } from '../core/errors.js';
 import { configId, indexName, connectionSecrets, unavailable } from './common.js';
 import { backoff, DEFAULT_FEED_INTERVAL_MS, FeedLife, FeedSink } from './feed.js';
 import { SqlConfigStore } from './sql.js';
-import type { ChangeFeed, ChangeListener, Config, ConfigQuery } from './types.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery } from '../core/ports.js';
 
 export interface PostgresStoreOptions {
   url?: string;

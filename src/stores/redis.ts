@@ -27,7 +27,7 @@ import { StoreUnavailableError } from '../core/errors.js';
 import { Mutex, unavailable, withTimeout, connectionSecrets } from './common.js';
 import { DEFAULT_FEED_INTERVAL_MS, FeedSink, OpenFeeds, Poller, setsOf } from './feed.js';
 import { applyKeyValueWrites, decodeKeyValue, ReadKeys, storageKeyOf, storageKeys } from './key-value.js';
-import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from './types.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from '../core/ports.js';
 
 export interface RedisStoreOptions {
   url?: string;

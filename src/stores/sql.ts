@@ -14,7 +14,7 @@
  */
 import { answerFrom, causeOf, Lazy, splitWrites, unavailable, uniqueQueries, withTimeout } from './common.js';
 import { changedSets, FeedSink, LocalFeeds, OpenFeeds, Poller } from './feed.js';
-import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from './types.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from '../core/ports.js';
 
 /** Largest number of (set, key) pairs in one statement (far beyond a request's batch; keeps under bind limits). */
 export const MAX_PAIRS_PER_STATEMENT = 2000;

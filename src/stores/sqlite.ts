@@ -15,7 +15,7 @@ import { dirname } from 'node:path';
 import { configId, indexName, unavailable } from './common.js';
 import { DEFAULT_FEED_INTERVAL_MS, FeedSink, Poller, setsOf } from './feed.js';
 import { SqlConfigStore } from './sql.js';
-import type { ChangeFeed, ChangeListener, Config, ConfigQuery } from './types.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery } from '../core/ports.js';
 
 export interface SqliteStoreOptions {
   database: string;

@@ -11,7 +11,8 @@ import { pino, type Logger } from 'pino';
 import YAML from 'yaml';
 import { buildServer } from '../../src/server/index.js';
 import { resolveSettings } from '../../src/server/settings.js';
-import { createStoreRegistry, loadConfiguration } from '../../src/config/index.js';
+import { loadConfiguration } from '../../src/config/index.js';
+import { createStoreRegistry } from '../../src/stores/index.js';
 import { removeTempDirs, runCli, tempDir, write } from './helpers.js';
 
 after(() => removeTempDirs());

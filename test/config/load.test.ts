@@ -5,10 +5,11 @@ import { chmodSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { createStoreRegistry, defaultBackupPath, findConfigFile, loadConfiguration } from '../../src/config/index.js';
+import { defaultBackupPath, findConfigFile, loadConfiguration } from '../../src/config/index.js';
+import { createStoreRegistry } from '../../src/stores/index.js';
 import type { LoadedConfiguration } from '../../src/config/types.js';
 import { ConfigurationError, StoreUnavailableError, UnknownStoreError } from '../../src/core/errors.js';
-import type { Config, ConfigQuery, ConfigStore } from '../../src/stores/types.js';
+import type { Config, ConfigQuery, ConfigStore } from '../../src/core/ports.js';
 import { SCHEMA as CONFIGU_SHAPE } from '../../src/config/load.js';
 import { assertValidJsonSchema } from '../helpers/meta-schema.js';
 

@@ -8,7 +8,17 @@ import { fileURLToPath } from 'node:url';
 import { loadConfiguration } from '../../src/config/index.js';
 import { closestName } from '../../src/core/suggest.js';
 import { ConfigurationError } from '../../src/core/errors.js';
-import { createStore, DEFAULT_TIMEOUT_MS, parseStoreSettings, STORE_SCHEMAS, STORE_SETTINGS, STORE_TYPES, type StoreType } from '../../src/stores/index.js';
+import {
+  createStore,
+  createStoreRegistry,
+  DEFAULT_TIMEOUT_MS,
+  JsonFileConfigStore,
+  parseStoreSettings,
+  STORE_SCHEMAS,
+  STORE_SETTINGS,
+  STORE_TYPES,
+  type StoreType,
+} from '../../src/stores/index.js';
 
 const TMP = join(fileURLToPath(new URL('.', import.meta.url)), '..', '.tmp', `settings-${Date.now().toString(36)}${randomBytes(3).toString('hex')}`);
 mkdirSync(TMP, { recursive: true });
@@ -125,6 +135,26 @@ describe('store configuration: unknown properties are start-up errors', () => {
       const loaded = await loadConfiguration({ file: fileWith({ s: { type, configuration } }), env: {} });
       assert.deepEqual(Object.keys(loaded.stores[0]!.configuration), STORE_SETTINGS[type], type);
     }
+  });
+
+  test('loading parses the settings once, typed by kind; the registry builds the stores from them', async () => {
+    const file = fileWith({
+      db: { type: 'postgres', configuration: { host: '127.0.0.1', port: '5433', notify: 'true' } },
+      files: { type: 'JsonFile', configuration: { path: 'c.json', watch: 'false' }, default: true },
+    });
+    const loaded = await loadConfiguration({ file, env: {} });
+    const [db, files] = loaded.stores;
+    assert.ok(db?.type === 'postgresql' && files?.type === 'json-file');
+    assert.deepEqual(
+      { port: db.settings?.port, notify: db.settings?.notify, tableName: db.settings?.tableName, timeout: db.settings?.timeout },
+      { port: 5433, notify: true, tableName: 'config', timeout: DEFAULT_TIMEOUT_MS },
+    );
+    assert.deepEqual(files.settings, { path: join(file, '..', 'c.json'), watch: false });
+    // The registry takes the parsed settings as they are: a `configuration` it would have to parse is not read.
+    const registry = createStoreRegistry({ ...loaded, stores: [{ ...files, configuration: { path: 5, unknown: true } }] });
+    const store = registry.store('files');
+    assert.ok(store instanceof JsonFileConfigStore);
+    await registry.close();
   });
 });
 

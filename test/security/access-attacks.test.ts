@@ -20,7 +20,8 @@ import { SignJWT, exportJWK, generateKeyPair, type CryptoKey, type JWK } from 'j
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { buildServer } from '../../src/server/index.js';
 import { load, type Loaded } from '../../src/server/start.js';
-import { createStoreRegistry, loadConfiguration, type StoreRegistry } from '../../src/config/index.js';
+import { loadConfiguration } from '../../src/config/index.js';
+import { createStoreRegistry, type StoreRegistry } from '../../src/stores/index.js';
 import { ConfigurationError } from '../../src/core/index.js';
 import { captureLog, removeTempDirs, tempDir, writeJson } from '../server/helpers.js';
 import { closeSandbox, killChildren, project, removeTempDirs as removeCliDirs, runCli } from '../cli/helpers.js';

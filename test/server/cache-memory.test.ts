@@ -14,7 +14,8 @@ import { CacheBudget, cacheBudget, defaultCacheMemoryMb, type CacheMember } from
 import { ConfigurationError } from '../../src/core/errors.js';
 import { buildServer, settingsWith } from '../../src/server/index.js';
 import { resolveSettings } from '../../src/server/settings.js';
-import { createStoreRegistry, loadConfiguration, type StoreRegistry } from '../../src/config/index.js';
+import { loadConfiguration } from '../../src/config/index.js';
+import { createStoreRegistry, type StoreRegistry } from '../../src/stores/index.js';
 import { ChildStatics, StaticRegistry, childRecord, childStaticBytes, encodeWire, lineFor } from '../../src/expressions/wire/job-wire.js';
 import { createSandboxEvaluator, type SandboxEvaluator } from '../../src/expressions/index.js';
 import { ROOT, removeTempDirs, tempDir, writeJson } from './helpers.js';

@@ -12,7 +12,8 @@ import { Writable } from 'node:stream';
 import { pino, type Logger } from 'pino';
 import type { FastifyInstance } from 'fastify';
 import { buildServer, settingsWith, type SettingsOverrides } from '../../src/server/index.js';
-import { createStoreRegistry, loadConfiguration, type StoreRegistry } from '../../src/config/index.js';
+import { loadConfiguration } from '../../src/config/index.js';
+import { createStoreRegistry, type StoreRegistry } from '../../src/stores/index.js';
 import { call, removeTempDirs, tempDir, writeJson } from './helpers.js';
 
 let registry: StoreRegistry;

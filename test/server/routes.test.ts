@@ -10,11 +10,12 @@ import { Writable } from 'node:stream';
 import { pino, type Logger } from 'pino';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { buildServer, Lifecycle, settingsWith, type SettingsOverrides } from '../../src/server/index.js';
-import { createStoreRegistry, loadConfiguration, type StoreRegistry } from '../../src/config/index.js';
-import type { StoreRegistryWithStatus } from '../../src/config/registry.js';
+import { loadConfiguration } from '../../src/config/index.js';
+import { createStoreRegistry, type StoreRegistry } from '../../src/stores/index.js';
+import type { StoreRegistryWithStatus } from '../../src/stores/registry.js';
 import { createSandboxEvaluator } from '../../src/expressions/index.js';
 import type { ExpressionEvaluator } from '../../src/expressions/types.js';
-import type { StoreResolver } from '../../src/stores/types.js';
+import type { StoreResolver } from '../../src/core/ports.js';
 import { removeTempDirs, tempDir, writeJson } from './helpers.js';
 import { failingOnHidden, failingOnHiddenErrors, lineRecorder, planted } from '../helpers/capture.js';
 

@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { describe, test, type TestContext } from 'node:test';
 import { StoreUnavailableError } from '../../src/core/errors.js';
-import type { Config, ConfigQuery, ConfigStore } from '../../src/stores/types.js';
+import type { Config, ConfigQuery, ConfigStore } from '../../src/core/ports.js';
 import { requireService } from '../helpers/services.js';
 import { KINDS, makeStore, RUN, type Kind, type Raw } from './kinds.js';
 

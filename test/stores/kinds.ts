@@ -14,7 +14,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
 import { createStore } from '../../src/stores/index.js';
-import type { Config, ConfigStore } from '../../src/stores/types.js';
+import type { Config, ConfigStore } from '../../src/core/ports.js';
 import { privateMissing, sharedPrivate } from '../helpers/private.js';
 import { probeTcp, type Probe } from '../helpers/services.js';
 import { sqliteDriver } from '../../src/stores/drivers.js';

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import mysql from 'mysql2/promise';
-import { createStoreRegistry } from '../../src/config/registry.js';
+import { createStoreRegistry } from '../../src/stores/registry.js';
 import type { LoadedConfiguration } from '../../src/config/types.js';
 import { StoreUnavailableError } from '../../src/core/errors.js';
 import { createStore } from '../../src/stores/index.js';

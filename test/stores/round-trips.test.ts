@@ -18,7 +18,7 @@ import assert from 'node:assert/strict';
 import { createRequire } from 'node:module';
 import { describe, test } from 'node:test';
 import { sqliteDriver } from '../../src/stores/drivers.js';
-import type { Config, ConfigQuery, ConfigStore } from '../../src/stores/types.js';
+import type { Config, ConfigQuery, ConfigStore } from '../../src/core/ports.js';
 import { requireService } from '../helpers/services.js';
 import { etcdHost, KINDS, makeStore, RUN, type Kind } from './kinds.js';
 

@@ -3,14 +3,33 @@
  * has not answered yet; a store that cannot be reached is logged and left to reconnect on its own (each store kind
  * retries on use), and `awaiting()` names the stores without a backup that have never answered, which the server
  * waits for before it reports ready. Requests resolve a store by declared name (or the default store); the
- * ResolvedStore wrapper adds the backup behaviour.
+ * ResolvedStore wrapper adds the backup behaviour: a store declared with `backup: true` has its answers copied to the
+ * backup database, which answers its reads while the store cannot be reached.
  */
 import { CfguError, StoreUnavailableError, UnknownStoreError } from '../core/errors.js';
-import { BackupDatabase } from '../stores/backup.js';
-import { reasonOf } from '../stores/common.js';
-import { createStore } from '../stores/index.js';
-import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore, ResolvedStore } from '../stores/types.js';
-import type { LoadedConfiguration, StoreDefinition, StoreRegistry } from './types.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore, ResolvedStore, StoreResolver } from '../core/ports.js';
+import { BackupDatabase } from './backup.js';
+import { reasonOf } from './common.js';
+import { buildStore, type StoreDefinition } from './factory.js';
+
+/** What the registry needs of a loaded `.configu` (src/config's LoadedConfiguration has these). */
+export interface StoreRegistryInput {
+  stores: readonly StoreDefinition[];
+  /** Name of the default store, if any. */
+  defaultStore: string | undefined;
+  /** Path of the backup database. */
+  backup: string;
+}
+
+/** The stores of a loaded configuration, built and initialised once. */
+export interface StoreRegistry extends StoreResolver {
+  /** Connect every store (init). */
+  init(): Promise<void>;
+  /** Close every store and the backup database. */
+  close(): Promise<void>;
+  /** The underlying store objects, by name. */
+  store(name: string): ConfigStore | undefined;
+}
 
 /** pino-compatible subset. */
 export interface RegistryLogger {
@@ -20,7 +39,7 @@ export interface RegistryLogger {
 
 export interface StoreRegistryOptions {
   logger?: RegistryLogger;
-  /** Build a store (tests inject fakes). Default: createStore. */
+  /** Build a store (tests inject fakes). Default: buildStore, which takes the settings as parsed at loading. */
   createStore?: (definition: StoreDefinition) => ConfigStore;
 }
 
@@ -112,10 +131,14 @@ class Resolved implements ResolvedStore {
   }
 }
 
-/** Build the registry (stores are created, not connected). Throws ConfigurationError for a bad store setting. */
-export function createStoreRegistry(loaded: LoadedConfiguration, options: StoreRegistryOptions = {}): StoreRegistryWithStatus {
+/**
+ * Build the registry (stores are created, not connected). Throws ConfigurationError for a bad store setting, which
+ * only a definition without parsed `settings` can have (one written by hand: loading parses them). `loaded` is a
+ * loaded `.configu` (generic, so that one written out whole with its other properties is taken as it is).
+ */
+export function createStoreRegistry<L extends StoreRegistryInput>(loaded: L, options: StoreRegistryOptions = {}): StoreRegistryWithStatus {
   const logger = options.logger ?? stderrLogger;
-  const build = options.createStore ?? ((d: StoreDefinition) => createStore(d.type, d.configuration, d.name));
+  const build = options.createStore ?? buildStore;
   const needsBackup = loaded.stores.some((s) => s.backup);
   const backup = needsBackup
     ? new BackupDatabase(loaded.backup, (message) => logger.warn({ backup: loaded.backup }, message))
