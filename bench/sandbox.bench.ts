@@ -4,7 +4,7 @@
 // concurrent jobs, and the quickjs-emscripten alternative for comparison.
 import { performance } from 'node:perf_hooks';
 import { createSandboxEvaluator } from '../src/expressions/index.js';
-import type { ConfigView, ExpressionJob } from '../src/expressions/index.js';
+import type { ConfigView, ExpressionJob } from '../src/core/ports.js';
 
 const runs = Number(process.argv[2] ?? 2000);
 

@@ -1,4 +1,4 @@
-import type { ExpressionFailureKind } from './types.js';
+import type { ExpressionFailureKind } from '../core/ports.js';
 
 /** An expression (CLI `--template` / `--filter`, `.configu` rendering) failed; `kind` says why. */
 export class ExpressionError extends Error {

@@ -3,7 +3,8 @@
 // that notice the clock and chance (src/expressions/isolate/prelude.ts) behave as the originals do.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { createSandboxEvaluator, type ExpressionJob, type SandboxEvaluator } from '../../src/expressions/index.js';
+import { createSandboxEvaluator, type SandboxEvaluator } from '../../src/expressions/index.js';
+import { type ExpressionJob } from '../../src/core/ports.js';
 import { CONFIGS, INPUT, oneTest } from './helpers.js';
 
 const constJob = (template: string): ExpressionJob => ({ input: INPUT, configs: CONFIGS, consts: [{ key: 'C', template }], tests: [] });

@@ -1,5 +1,6 @@
 import { after } from 'node:test';
-import { createSandboxEvaluator, type ConfigView, type ExpressionJob, type InputView, type SandboxEvaluator, type TestOutcome } from '../../src/expressions/index.js';
+import { createSandboxEvaluator, type SandboxEvaluator } from '../../src/expressions/index.js';
+import { type ConfigView, type ExpressionJob, type InputView, type TestOutcome } from '../../src/core/ports.js';
 
 export const INPUT: InputView = {
   store: { type: 'in-memory' },

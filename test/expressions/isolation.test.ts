@@ -4,7 +4,7 @@
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { createSandboxEvaluator, type SandboxEvaluator } from '../../src/expressions/index.js';
-import type { ExpressionJob, TestOutcome } from '../../src/expressions/index.js';
+import type { ExpressionJob, TestOutcome } from '../../src/core/ports.js';
 import { INPUT, SEALED_WALK, view } from './helpers.js';
 
 const SECRET = 'victim-s3cret-7f3a9c';

@@ -3,7 +3,8 @@
 import { after, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createSandboxEvaluator, requestContext, type SandboxEvaluator } from '../../src/expressions/index.js';
+import { createSandboxEvaluator, type SandboxEvaluator } from '../../src/expressions/index.js';
+import { requestContext } from '../../src/core/ports.js';
 import { oneTest, outcomeOf } from './helpers.js';
 import { waitFor } from '../helpers/wait.js';
 

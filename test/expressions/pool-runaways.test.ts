@@ -3,7 +3,7 @@
 // client is refused or slowed because of it (src/expressions/host/runaways.ts).
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { requestContext, type ExpressionJob } from '../../src/expressions/index.js';
+import { requestContext, type ExpressionJob } from '../../src/core/ports.js';
 import { RunawayMemo, SlowLane, OFFENDER_STRIKES, STRIKE_HALF_LIFE_MS } from '../../src/expressions/host/runaways.js';
 import { CONFIGS, INPUT, closedAfterFile, oneTest, outcomeOf, view } from './helpers.js';
 

@@ -11,7 +11,8 @@ import { fileURLToPath } from 'node:url';
 import { freezeDeep } from '../../src/core/frozen.js';
 import { ChildStatics, STATIC_LIMITS, childStaticLimit, StaticRegistry, childRecord, encodeWire, lineFor, unknownLine } from '../../src/expressions/wire/job-wire.js';
 import { encodeJob, wireJobOf, type SandboxRequest } from '../../src/expressions/wire/protocol.js';
-import { createSandboxEvaluator, type ConfigView, type ExpressionJob, type SandboxEvaluator } from '../../src/expressions/index.js';
+import { createSandboxEvaluator, type SandboxEvaluator } from '../../src/expressions/index.js';
+import { type ConfigView, type ExpressionJob } from '../../src/core/ports.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 

@@ -9,7 +9,7 @@ import { coerceValue, declaredTypeOf } from '../../src/core/coerce.js';
 import { UnknownStoreError, StoreUnavailableError } from '../../src/core/errors.js';
 import { parseTemplate, stringifyTemplateValue } from '../../src/core/template.js';
 import type { Config, ConfigQuery, ResolvedStore, StoreResolver } from '../../src/core/ports.js';
-import type { ConfigView, ExpressionEvaluator, ExpressionJob, ExpressionResult, TestOutcome, ConstOutcome } from '../../src/expressions/types.js';
+import type { ConfigView, ExpressionEvaluator, ExpressionJob, ExpressionResult, TestOutcome, ConstOutcome } from '../../src/core/ports.js';
 
 export class MemoryStore implements ResolvedStore {
   readonly data = new Map<string, string>();

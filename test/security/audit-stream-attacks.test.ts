@@ -26,7 +26,7 @@ import { resolveSettings } from '../../src/server/settings.js';
 import { loadConfiguration } from '../../src/config/index.js';
 import { createStoreRegistry, type StoreRegistryWithStatus } from '../../src/stores/index.js';
 import { createSandboxEvaluator } from '../../src/expressions/index.js';
-import type { ExpressionEvaluator } from '../../src/expressions/types.js';
+import type { ExpressionEvaluator } from '../../src/core/ports.js';
 import type { StoreResolver } from '../../src/core/index.js';
 import type { InMemoryConfigStore } from '../../src/stores/in-memory.js';
 import { captureLog, isProblem, removeTempDirs, tempDir, writeJson, type HttpAnswer } from '../server/helpers.js';

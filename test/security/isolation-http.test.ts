@@ -12,7 +12,7 @@ import { buildServer, settingsWith } from '../../src/server/index.js';
 import { loadConfiguration } from '../../src/config/index.js';
 import { createStoreRegistry, type StoreRegistry } from '../../src/stores/index.js';
 import { createSandboxEvaluator } from '../../src/expressions/index.js';
-import type { ExpressionEvaluator } from '../../src/expressions/types.js';
+import type { ExpressionEvaluator } from '../../src/core/ports.js';
 import { removeTempDirs, tempDir, writeJson } from '../server/helpers.js';
 
 const SECRET = 'victim-pa55word-5e1f0a';

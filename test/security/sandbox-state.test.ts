@@ -5,7 +5,8 @@
 // later job sees; (c) nothing in Error.stack, a function's name or any value counts what other jobs did.
 import { after, before, describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { createSandboxEvaluator, type ExpressionJob, type SandboxEvaluator } from '../../src/expressions/index.js';
+import { createSandboxEvaluator, type SandboxEvaluator } from '../../src/expressions/index.js';
+import { type ExpressionJob } from '../../src/core/ports.js';
 import { CONFIGS, INPUT } from '../expressions/helpers.js';
 
 let ev: SandboxEvaluator;

@@ -18,7 +18,7 @@ import { buildServer, settingsWith } from '../../src/server/index.js';
 import { loadConfiguration } from '../../src/config/index.js';
 import { createStoreRegistry, type StoreRegistry } from '../../src/stores/index.js';
 import { createSandboxEvaluator } from '../../src/expressions/index.js';
-import type { ExpressionEvaluator } from '../../src/expressions/types.js';
+import type { ExpressionEvaluator } from '../../src/core/ports.js';
 import { exportResponseExample } from '../../src/server/schemas.js';
 import { DOCS_TITLE } from '../../src/server/docs-ui.js';
 import { ROOT } from './helpers.js';

@@ -14,7 +14,7 @@ import { buildServer, settingsWith, type SettingsOverrides } from '../../src/ser
 import { loadConfiguration } from '../../src/config/index.js';
 import { createStoreRegistry, type StoreRegistry } from '../../src/stores/index.js';
 import { createSandboxEvaluator } from '../../src/expressions/index.js';
-import type { ExpressionEvaluator } from '../../src/expressions/types.js';
+import type { ExpressionEvaluator } from '../../src/core/ports.js';
 import { captureLog, removeTempDirs, tempDir, writeJson } from './helpers.js';
 import { waitFor } from '../helpers/wait.js';
 

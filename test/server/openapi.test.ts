@@ -14,7 +14,7 @@ import { buildServer, settingsWith } from '../../src/server/index.js';
 import { loadConfiguration } from '../../src/config/index.js';
 import { createStoreRegistry, type StoreRegistry } from '../../src/stores/index.js';
 import { createSandboxEvaluator } from '../../src/expressions/index.js';
-import type { ExpressionEvaluator } from '../../src/expressions/types.js';
+import type { ExpressionEvaluator } from '../../src/core/ports.js';
 import { removeTempDirs, ROOT, tempDir, writeJson } from './helpers.js';
 import { exportBodySchema } from '../../src/server/schemas.js';
 import { assertValidJsonSchema } from '../helpers/meta-schema.js';

@@ -14,7 +14,7 @@ import { loadConfiguration } from '../../src/config/index.js';
 import { createStoreRegistry, type StoreRegistry } from '../../src/stores/index.js';
 import type { StoreRegistryWithStatus } from '../../src/stores/registry.js';
 import { createSandboxEvaluator } from '../../src/expressions/index.js';
-import type { ExpressionEvaluator } from '../../src/expressions/types.js';
+import type { ExpressionEvaluator } from '../../src/core/ports.js';
 import type { StoreResolver } from '../../src/core/ports.js';
 import { removeTempDirs, tempDir, writeJson } from './helpers.js';
 import { failingOnHidden, failingOnHiddenErrors, lineRecorder, planted } from '../helpers/capture.js';

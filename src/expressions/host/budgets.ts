@@ -5,7 +5,7 @@
  * `usage.exceeded` when a job is submitted and again when it leaves the queue.
  */
 import { BudgetExceededError } from '../../core/errors.js';
-import type { RequestUsage } from '../types.js';
+import type { RequestUsage } from '../../core/ports.js';
 
 export class RequestBudgets {
   constructor(

@@ -11,7 +11,7 @@
  */
 import { BudgetedLru, cacheBudget, estimateAnswerBytes } from '../../core/cache-budget.js';
 import { freezeDeep } from '../../core/frozen.js';
-import type { ExpressionResult } from '../types.js';
+import type { ExpressionResult } from '../../core/ports.js';
 
 /** The key of a job's answer (kept answers, remembered runaways): its client and its exact wire text. */
 export const answerKey = (client: string, head: string): string => `${client}\u0000${head}`;

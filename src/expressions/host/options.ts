@@ -4,7 +4,7 @@
  * implements it).
  */
 import { ConfigurationError } from '../../core/errors.js';
-import type { ExpressionEvaluator } from '../types.js';
+import type { ExpressionEvaluator } from '../../core/ports.js';
 
 export interface SandboxOptions {
   /** Number of child processes that run jobs (each one job at a time). Default 2. */

@@ -22,7 +22,7 @@
 import { SandboxBusyError, SandboxUnavailableError } from '../../core/errors.js';
 import { freezeDeep } from '../../core/frozen.js';
 import { ExpressionError } from '../errors.js';
-import type { ExpressionJob, ExpressionResult, RunContext } from '../types.js';
+import type { ExpressionJob, ExpressionResult, RunContext } from '../../core/ports.js';
 import { encodeWire, StaticRegistry, type EncodedJob } from '../wire/job-wire.js';
 import { failureResponse, type SandboxRequest, type SandboxResponse, type WireJob } from '../wire/protocol.js';
 import { RequestBudgets } from './budgets.js';

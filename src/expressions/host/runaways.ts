@@ -9,7 +9,7 @@
  *   whole pool, and after each limit their lane stays closed long enough that what their runaways cost stays a small
  *   share (`SLOW_LANE_SHARE`) of the time.
  */
-import type { ExpressionResult } from '../types.js';
+import type { ExpressionResult } from '../../core/ports.js';
 
 /** How long a limit answer is given again without running the job (ms). */
 export const RUNAWAY_TTL_MS = 5 * 60_000;

@@ -11,7 +11,7 @@
 import { SandboxBusyError } from '../../core/errors.js';
 import type { EncodedJob } from '../wire/job-wire.js';
 import type { SandboxRequest, SandboxResponse } from '../wire/protocol.js';
-import type { RequestUsage } from '../types.js';
+import type { RequestUsage } from '../../core/ports.js';
 import { SlowLane, SLOW_LANE_MAX_WAIT_MS, SLOW_LANE_OTHERS_MS, SLOW_LANE_QUEUE } from './runaways.js';
 
 /** A job of the pool, from when it is submitted until it is answered. */

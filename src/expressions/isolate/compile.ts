@@ -1,6 +1,6 @@
 import { parseTemplate, stringifyTemplateValue } from '../../core/template.js';
 import { IMPORT_MESSAGE } from '../wire/protocol.js';
-import type { ExpressionFailureKind } from '../types.js';
+import type { ExpressionFailureKind } from '../../core/ports.js';
 import { apply, MapCtor } from './intrinsics.js';
 import { messageOf } from './messages.js';
 import { schemaLiteralCheck } from './json-schema.js';

@@ -2,7 +2,7 @@ import { coerceValue, declaredTypeOf } from '../../core/coerce.js';
 import { labelsOf } from '../../core/view.js';
 import { ProgressiveRedaction } from '../../core/redact.js';
 import { failureResponse, wireJobOf, type SandboxRequest, type SandboxResponse, type WireJob } from '../wire/protocol.js';
-import type { ConfigView, ConstOutcome, ExpressionFailureKind, TestOutcome } from '../types.js';
+import type { ConfigView, ConstOutcome, ExpressionFailureKind, TestOutcome } from '../../core/ports.js';
 import { O, JSONparse, JSONstringify, StringCtor } from './intrinsics.js';
 import { Failure, render, testExpression } from './compile.js';
 import { beginJob } from './seal.js';

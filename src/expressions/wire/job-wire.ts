@@ -29,7 +29,7 @@ import { LRUCache } from 'lru-cache';
 import { cacheBudget, estimateStaticBytes, type CacheBudget, type CacheMember } from '../../core/cache-budget.js';
 import { isDeepFrozen } from '../../core/frozen.js';
 import { encodeJob, type WireJob } from './protocol.js';
-import type { ExpressionJob } from '../types.js';
+import type { ExpressionJob } from '../../core/ports.js';
 
 /** Most entries of every static-half cache (host registry: four times this; host's view of each child; the child's own). */
 export const STATIC_LIMITS = { entries: 500 };

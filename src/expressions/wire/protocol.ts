@@ -3,7 +3,7 @@
  * child, one response line comes back (JSON, one object per line). Pure: imports only types, so the isolate bundle and
  * the host share it.
  */
-import type { ConfigView, ConstOutcome, ExpressionFailureKind, ExpressionJob, ExpressionResult, InputView, TestOutcome } from '../types.js';
+import type { ConfigView, ConstOutcome, ExpressionFailureKind, ExpressionJob, ExpressionResult, InputView, TestOutcome } from '../../core/ports.js';
 
 /**
  * One config on the wire: the stored string and the origin, plus the Cfgu only when it is not the command's own
