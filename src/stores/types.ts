@@ -9,6 +9,10 @@ export type {
   Config,
   ConfigQuery,
   ConfigStore,
+  ListedSet,
+  SetListing,
+  SetListLimits,
+  SetListOptions,
   ResolvedStore,
   StoreResolver,
 } from '../core/ports.js';

@@ -8,7 +8,7 @@ import { fileURLToPath } from 'node:url';
 import { createStoreRegistry, defaultBackupPath, findConfigFile, loadConfiguration } from '../../src/config/index.js';
 import type { LoadedConfiguration } from '../../src/config/types.js';
 import { ConfigurationError, StoreUnavailableError, UnknownStoreError } from '../../src/core/errors.js';
-import type { Config, ConfigQuery, ConfigStore } from '../../src/stores/types.js';
+import type { Config, ConfigQuery, ConfigStore, SetListing } from '../../src/stores/types.js';
 import { SCHEMA as CONFIGU_SHAPE } from '../../src/config/load.js';
 import { assertValidJsonSchema } from '../helpers/meta-schema.js';
 
@@ -257,6 +257,10 @@ class FlakyStore implements ConfigStore {
   async set(configs: readonly Config[]) {
     if (!this.up) throw new StoreUnavailableError(this.name, 'connection refused');
     for (const c of configs) c.value ? this.data.set(`${c.set}|${c.key}`, c.value) : this.data.delete(`${c.set}|${c.key}`);
+  }
+  async list(prefix: string): Promise<SetListing> {
+    if (!this.up) throw new StoreUnavailableError(this.name, 'connection refused');
+    return { prefix, sets: [], truncated: false, limits: { sets: 1, keys: 1 } };
   }
   async close() {}
 }
