@@ -84,11 +84,11 @@ export class SqliteStatements {
       return this.underAll.all(rows) as Array<{ set: string; key: string }>;
     }
     this.underPrefix ??= this.db.prepare(
-      `SELECT "set", "key" FROM ${t} WHERE "set" >= ?1 AND "set" < ?2 AND ("set" = ?1 OR "set" >= ?3) AND "value" <> '' ` +
-        `ORDER BY "set", "key" LIMIT ?4`,
+      `SELECT "set", "key" FROM ${t} WHERE "set" >= @prefix AND "set" < @to AND ("set" = @prefix OR "set" >= @from) ` +
+        `AND "value" <> '' ORDER BY "set", "key" LIMIT @rows`,
     );
     const { from, to } = descendantRange(prefix);
-    return this.underPrefix.all(prefix, to, from, rows) as Array<{ set: string; key: string }>;
+    return this.underPrefix.all({ prefix, to, from, rows }) as Array<{ set: string; key: string }>;
   }
   private underAll: Database.Statement | undefined;
   private underPrefix: Database.Statement | undefined;
