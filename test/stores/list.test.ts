@@ -10,13 +10,14 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, test, type TestContext } from 'node:test';
 import mysql from 'mysql2/promise';
+import pg from 'pg';
 import { StoreUnavailableError } from '../../src/core/errors.js';
 import { byCodePoint } from '../../src/stores/listing.js';
 import type { Config, ConfigStore, SetListing } from '../../src/stores/types.js';
 import { startPrivate, type PrivateKind, type PrivateServer } from '../helpers/private.js';
 import { requireService } from '../helpers/services.js';
 import { waitFor } from '../helpers/wait.js';
-import { KINDS, makeStore, RUN, TMP, type Kind, type Raw } from './kinds.js';
+import { KINDS, makeStore, MY, PG, RUN, TMP, type Kind, type Raw } from './kinds.js';
 
 let counter = 0;
 
@@ -317,3 +318,97 @@ describe('store list errors are StoreUnavailableError without secrets', () => {
     });
   }
 });
+
+describe('store list over tables whose columns do not compare by code point (created by someone else)', () => {
+  test('postgresql: a set column in an ICU collation is listed exactly, in code-point order (LIKE, no index)', async (t) => {
+    const kind = KINDS.find((k) => k.name === 'postgresql')!;
+    if (!(await requireService(t, kind.service!.name, kind.service!.probe))) return;
+    const tag = `${RUN}l${++counter}`;
+    const { configuration, cleanup } = await kind.fresh(tag);
+    const table = String(configuration.tableName);
+    const c = new pg.Client({ host: PG.host, port: PG.port, user: PG.username, database: PG.database });
+    await c.connect();
+    try {
+      const icu = await c.query(`SELECT 1 FROM pg_collation WHERE collname = 'en-x-icu'`);
+      if (!icu.rowCount) {
+        t.skip('this PostgreSQL has no ICU collation "en-x-icu"');
+        return;
+      }
+      await c.query(
+        `CREATE TABLE "${table}" ("id" varchar(32) PRIMARY KEY, "set" text COLLATE "en-x-icu" NOT NULL, ` +
+          `"key" text COLLATE "en-x-icu" NOT NULL, "value" text NOT NULL)`,
+      );
+    } finally {
+      await c.end();
+    }
+    const store = makeStore('postgresql', configuration);
+    try {
+      await store.init();
+      await caseAndPunctuation(store, `L${tag}`);
+      assert.equal((store as unknown as { byteOrder?: boolean }).byteOrder, false, 'the store took the collation for code-point order');
+    } finally {
+      await store.close();
+      await cleanup();
+    }
+  });
+
+  test('mariadb: a case-insensitive table (utf8mb4_general_ci) is listed exactly, in code-point order', async (t) => {
+    const kind = KINDS.find((k) => k.name === 'mariadb')!;
+    if (!(await requireService(t, kind.service!.name, kind.service!.probe))) return;
+    const tag = `${RUN}l${++counter}`;
+    const { configuration, cleanup } = await kind.fresh(tag);
+    const table = String(configuration.tableName);
+    const c = await mysql.createConnection({ host: MY.host, port: MY.port, user: MY.username, database: MY.database });
+    try {
+      await c.query(
+        `CREATE TABLE \`${table}\` (\`id\` varchar(32) NOT NULL PRIMARY KEY, \`set\` text NOT NULL, \`key\` text NOT NULL, ` +
+          `\`value\` text NOT NULL, UNIQUE KEY \`set_key_${table}\` (\`set\`, \`key\`), KEY \`set_${table}\` (\`set\`(255))) ` +
+          `DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_general_ci`,
+      );
+    } finally {
+      await c.end();
+    }
+    const store = makeStore('mariadb', configuration);
+    try {
+      await store.init();
+      await caseAndPunctuation(store, `L${tag}`);
+    } finally {
+      await store.close();
+      await cleanup();
+    }
+  });
+});
+
+/**
+ * Sets that a linguistic or case-insensitive collation orders (or matches) differently from code points. Every (set,
+ * key) pair differs in more than case, as a case-insensitive unique index would merge them.
+ */
+async function caseAndPunctuation(store: ConfigStore, base: string): Promise<void> {
+  const data: Config[] = [
+    ...configs(`${base}/prod`, 'b', 'B_', 'a'),
+    ...configs(`${base}/PROD`, 'P1'),
+    ...configs(`${base}/Prod/x`, 'P2'),
+    ...configs(`${base}/prod/eu`, 'E'),
+    ...configs(`${base}/prod-eu`, 'F'),
+    ...configs(`${base}/prodeu`, 'G'),
+    ...configs(`${base}/prod_x`, 'H'),
+    ...configs(`${base}/é`, 'I'),
+    ...configs(`${base}/z`, 'J'),
+  ];
+  await store.set(data);
+  assert.deepEqual(pairs(await store.list(`${base}/prod`)), [
+    [`${base}/prod`, ['B_', 'a', 'b']],
+    [`${base}/prod/eu`, ['E']],
+  ]);
+  assert.deepEqual(pairs(await store.list(`${base}/PROD`)), [[`${base}/PROD`, ['P1']]]);
+  const all = await store.list(base);
+  assert.deepEqual(
+    all.sets.map((s) => s.set),
+    [...new Set(data.map((d) => d.set))].sort(byUtf8),
+  );
+  // The bound cuts in code-point order too.
+  assert.deepEqual(
+    (await store.list(base, { sets: 2 })).sets.map((s) => s.set),
+    [`${base}/PROD`, `${base}/Prod/x`],
+  );
+}
