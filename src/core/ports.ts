@@ -32,6 +32,14 @@ export interface ConfigStore {
   get(queries: readonly ConfigQuery[]): Promise<Config[]>;
   /** Write a batch; a config whose value is "" deletes that (set, key). */
   set(configs: readonly Config[]): Promise<void>;
+  /**
+   * The sets this store holds under the set path `prefix` (the set itself and its descendants, by whole segments:
+   * `prod` covers `prod` and `prod/eu`, not `production`; "" covers every set, the root set included), each with the
+   * names of its keys (never the values). Bounded by `options` (SetListLimits); read-only, one query per call where
+   * the backend allows. What it costs per kind: docs/stores.md, "Listing sets".
+   * Throws StoreUnavailableError, as get() does, when the store cannot be reached or read.
+   */
+  list(prefix: string, options?: SetListOptions): Promise<SetListing>;
   /** Release connections, timers and file handles. Idempotent. */
   close(): Promise<void>;
   /**
@@ -47,6 +55,40 @@ export interface ConfigStore {
    * delay and cost: docs/stores.md, "Change feeds".
    */
   watch?(listener: ChangeListener): ChangeFeed;
+}
+
+/** The bounds of one ConfigStore.list call; each a positive integer. */
+export interface SetListOptions {
+  /** At most this many sets are listed (default DEFAULT_SET_LIST_LIMITS.sets). */
+  sets?: number;
+  /** At most this many key names are listed over all the listed sets (default DEFAULT_SET_LIST_LIMITS.keys). */
+  keys?: number;
+}
+
+export type SetListLimits = Required<SetListOptions>;
+
+export const DEFAULT_SET_LIST_LIMITS: Readonly<SetListLimits> = Object.freeze({ sets: 1000, keys: 100_000 });
+
+/** One set of a listing: its path (normal form) and the names of the keys it holds with a non-empty value. */
+export interface ListedSet {
+  set: string;
+  /** Sorted by code point, each once. Never empty (a set without keys is not held, so not listed). */
+  keys: string[];
+}
+
+/**
+ * What ConfigStore.list answers. Sets are taken in order of their path (by code point, so the root set "" first and
+ * `prod` before `prod/eu`), each whole: the listing stops before the first set that would take it past `limits.sets`
+ * sets or `limits.keys` key names in total, and then `truncated` is true. A listed set always has all its keys.
+ */
+export interface SetListing {
+  /** The prefix listed, in normal form. */
+  prefix: string;
+  sets: ListedSet[];
+  /** True when the store holds at least one more set under the prefix than listed. */
+  truncated: boolean;
+  /** The bounds this answer was cut at. */
+  limits: SetListLimits;
 }
 
 /** What changed: the set paths (normal form) written to, or `undefined` when it could be any set (a reconnect, a file replaced). */

@@ -20,8 +20,9 @@ import { etcdDriver } from './drivers.js';
 import { StoreUnavailableError } from '../core/errors.js';
 import { unavailable, withTimeout } from './common.js';
 import { backoff, FeedLife, FeedSink, OpenFeeds } from './feed.js';
-import { applyKeyValueWrites, decodeKeyValue, ReadKeys, storageKeys } from './key-value.js';
-import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from '../core/ports.js';
+import { applyKeyValueWrites, decodeKeyValue, KeyValueLister, ReadKeys, storageKeys } from './key-value.js';
+import { descendantRange, listArguments } from './listing.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore, SetListing, SetListOptions } from '../core/ports.js';
 
 export interface EtcdStoreOptions {
   hosts: string | string[];
@@ -32,6 +33,8 @@ export interface EtcdStoreOptions {
 
 const MAX_OPS_PER_TXN = 128;
 const MAX_WRITE_ATTEMPTS = 20;
+/** Storage keys per range read of list() (values included: keeps an answer well under gRPC's 4 MiB default). */
+const LIST_PAGE = 256;
 
 export class EtcdConfigStore implements ConfigStore {
   readonly type = 'etcd';
@@ -147,6 +150,55 @@ export class EtcdConfigStore implements ConfigStore {
       }
       throw new StoreUnavailableError(this.name, 'too many concurrent writers; try again', 1);
     });
+  }
+
+  /**
+   * Range reads in key order, in pages of LIST_PAGE storage keys, all at the revision of the first (one consistent
+   * snapshot): the first page is one transaction of the prefix's own key and the range [`prefix/`, `prefix0`); the
+   * prefix "" reads the whole key space. Values are read too (a set's key names are inside its JSON value). Under a
+   * prefix the reading stops once the first `sets + 1` sets or more than `keys` keys are in; under "" it goes on to
+   * the end of the key space (the root set's keys are spread over all of it) unless the root set alone is past `keys`.
+   */
+  async list(prefix: string, options?: SetListOptions): Promise<SetListing> {
+    const args = listArguments(prefix, options);
+    const lister = new KeyValueLister(args.prefix, args.limits);
+    const { from, to } = args.prefix === '' ? { from: '\u0000', to: '\u0000' } : descendantRange(args.prefix);
+    const page = (key: string, revision?: string) => ({
+      key: Buffer.from(key),
+      range_end: Buffer.from(to),
+      limit: LIST_PAGE,
+      ...(revision === undefined ? {} : { revision }),
+    });
+    const add = (kvs: ReadonlyArray<{ key: Buffer; value: Buffer }>) => {
+      for (const kv of kvs) lister.add(kv.key.toString(), kv.value.toString());
+    };
+    let more: boolean;
+    let last: string | undefined;
+    let revision: string | undefined;
+    if (args.prefix === '') {
+      const res = await this.guard((c) => c.kv.range(page(from)));
+      add(res.kvs);
+      ({ more } = res);
+      last = res.kvs.at(-1)?.key.toString();
+      revision = res.header.revision;
+    } else {
+      const res = await this.guard((c) =>
+        c.kv.txn({ compare: [], success: [{ request_range: { key: Buffer.from(args.prefix) } }, { request_range: page(from) }], failure: [] }),
+      );
+      const [own, first] = res.responses.map((r) => r.response_range!);
+      add(own!.kvs);
+      add(first!.kvs);
+      ({ more } = first!);
+      last = first!.kvs.at(-1)?.key.toString();
+      revision = res.header.revision;
+    }
+    while (more && last !== undefined && !lister.enough) {
+      const res = await this.guard((c) => c.kv.range(page(`${last}\u0000`, revision)));
+      add(res.kvs);
+      ({ more } = res);
+      last = res.kvs.at(-1)?.key.toString();
+    }
+    return lister.result(!more);
   }
 
   watch(listener: ChangeListener): ChangeFeed {

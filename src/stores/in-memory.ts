@@ -4,7 +4,8 @@
  */
 import { AnswerMemo, indexEntry, splitWrites, type SetIndex } from './common.js';
 import { FeedSink, LocalFeeds, OpenFeeds, setsOf } from './feed.js';
-import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from '../core/ports.js';
+import { listArguments, listingFromIndex } from './listing.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore, SetListing, SetListOptions } from '../core/ports.js';
 
 export class InMemoryConfigStore implements ConfigStore {
   readonly type = 'in-memory';
@@ -33,6 +34,12 @@ export class InMemoryConfigStore implements ConfigStore {
       keys.set(c.key, indexEntry(c));
     }
     if (configs.length) this.feeds.written(configs);
+  }
+
+  /** From memory: the set names are filtered and sorted, the keys read for the listed sets only. */
+  async list(prefix: string, options?: SetListOptions): Promise<SetListing> {
+    const args = listArguments(prefix, options);
+    return listingFromIndex(this.data, args.prefix, args.limits);
   }
 
   watch(listener: ChangeListener): ChangeFeed {

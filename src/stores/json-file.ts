@@ -31,7 +31,8 @@ import { FileLock, sweepLeftovers } from './file-lock.js';
 import { AnswerMemo, indexBySet, Mutex, pairKey, reasonOf, splitWrites, type SetIndex } from './common.js';
 import { parseJsonConfigs, setSnapshot } from './json-file-format.js';
 import { changedSets, DEFAULT_FEED_INTERVAL_MS, FeedSink, OpenFeeds, Poller } from './feed.js';
-import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from '../core/ports.js';
+import { listArguments, listingFromIndex } from './listing.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore, SetListing, SetListOptions } from '../core/ports.js';
 
 export { parseJsonConfigs };
 
@@ -116,6 +117,15 @@ export class JsonFileConfigStore implements ConfigStore {
     if (pending) await pending;
     if (this.error) throw this.error;
     return this.answers.answer(this.index, 0, queries);
+  }
+
+  /** From memory, after the same freshness check as get(): the file is read again only when it changed. */
+  async list(prefix: string, options?: SetListOptions): Promise<SetListing> {
+    const args = listArguments(prefix, options);
+    const pending = this.refresh();
+    if (pending) await pending;
+    if (this.error) throw this.error;
+    return listingFromIndex(this.index, args.prefix, args.limits);
   }
 
   async set(configs: readonly Config[]): Promise<void> {

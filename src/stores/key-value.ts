@@ -10,7 +10,8 @@
  */
 import { setOwn } from '../core/names.js';
 import { pairKey } from './common.js';
-import type { Config, ConfigQuery } from '../core/ports.js';
+import { byCodePoint, fitListing, isUnder } from './listing.js';
+import type { Config, ConfigQuery, ListedSet, SetListing, SetListLimits } from '../core/ports.js';
 
 /** The storage key holding a (set, key). */
 export const storageKeyOf = (q: ConfigQuery): string => (q.set === '' ? q.key : q.set);
@@ -160,5 +161,82 @@ export class ReadKeys {
 
   completed(key: string): boolean {
     return this.known.has(key);
+  }
+}
+
+/** The key names a storage key's raw value holds as a set: a JSON object's properties with a readable value. */
+function setKeysOf(raw: string): string[] | undefined {
+  const obj = parseObject(raw);
+  if (!obj) return undefined;
+  const keys = Object.keys(obj).filter((k) => asValue(obj[k]) !== undefined);
+  return keys.length ? keys : undefined;
+}
+
+/**
+ * ConfigStore.list over the key-value layout, fed storage keys and raw values in any order (a Redis SCAN) or in key
+ * order (an etcd range). How a storage key reads:
+ *   - a JSON object with at least one readable property is the set of that name, with those keys;
+ *   - any other non-empty value is a config of the root set (listed under the prefix "" only).
+ * So a root config whose value is itself such a JSON object is listed as a set: the layout cannot tell them apart
+ * (get() answers both readings of such a key).
+ *
+ * Memory is bounded: the root set's keys up to `limits.keys + 1` (`full` past that: the root set, listed first, can no
+ * longer fit, so nothing more can be listed), and the first `limits.sets + 1` sets by name with their keys (the others
+ * are dropped as they come, and make the listing truncated).
+ */
+export class KeyValueLister {
+  private readonly root = new Set<string>();
+  private readonly sets = new Map<string, string[]>();
+  private dropped = false;
+
+  constructor(
+    private readonly prefix: string,
+    private readonly limits: SetListLimits,
+  ) {}
+
+  /** Past the bound on keys with the root set alone: the answer is an empty, truncated listing whatever follows. */
+  get full(): boolean {
+    return this.root.size > this.limits.keys;
+  }
+
+  /**
+   * For input in key order with a non-empty prefix: the first `limits.sets + 1` sets are in, or the sets in take more
+   * than `limits.keys` keys; what follows cannot be listed.
+   */
+  get enough(): boolean {
+    if (this.prefix === '') return this.full;
+    if (this.sets.size > this.limits.sets) return true;
+    let keys = 0;
+    for (const k of this.sets.values()) keys += k.length;
+    return keys > this.limits.keys;
+  }
+
+  add(storageKey: string, raw: string | null | undefined): void {
+    if (raw === null || raw === undefined || raw === '') return;
+    const keys = setKeysOf(raw);
+    if (keys) {
+      if (storageKey === '' || !isUnder(this.prefix, storageKey)) return;
+      this.sets.set(storageKey, keys);
+      if (this.sets.size > 2 * (this.limits.sets + 1)) this.trim();
+    } else if (this.prefix === '' && !this.full) {
+      this.root.add(storageKey);
+    }
+  }
+
+  /** Keep the first `limits.sets + 1` sets by name. */
+  private trim(): void {
+    const keep = this.limits.sets + 1;
+    if (this.sets.size <= keep) return;
+    for (const name of [...this.sets.keys()].sort(byCodePoint).slice(keep)) this.sets.delete(name);
+    this.dropped = true;
+  }
+
+  /** The listing; `complete` is false when the reader stopped before the end of what lies under the prefix. */
+  result(complete: boolean): SetListing {
+    this.trim();
+    const ordered: ListedSet[] = [];
+    if (this.root.size) ordered.push({ set: '', keys: [...this.root].sort(byCodePoint) });
+    for (const set of [...this.sets.keys()].sort(byCodePoint)) ordered.push({ set, keys: this.sets.get(set)!.sort(byCodePoint) });
+    return fitListing(this.prefix, this.limits, ordered, complete && !this.dropped && !this.full);
   }
 }

@@ -18,6 +18,7 @@ import { mysqlDriver } from './drivers.js';
 import { LimitError } from '../core/errors.js';
 import { causeOf, configId, indexName, connectionSecrets } from './common.js';
 import { DEFAULT_FEED_INTERVAL_MS } from './feed.js';
+import { likeEscape } from './listing.js';
 import { SqlConfigStore } from './sql.js';
 import type { ChangeFeed, ChangeListener, Config, ConfigQuery } from '../core/ports.js';
 
@@ -122,6 +123,27 @@ export class MysqlConfigStore extends SqlConfigStore {
       pairs.flatMap((p) => [p.set, p.key]),
     );
     return rows as Config[];
+  }
+
+  /**
+   * SqlConfigStore.selectUnder: one SELECT. The first condition (`set` = prefix OR `set` LIKE 'prefix/%', wildcards
+   * escaped) is what the (set) prefix index can serve as a range, in whatever collation the table has (a
+   * case-insensitive one matches more); the same test on the binary strings keeps the exact matches only, and the
+   * ORDER BY on them is code-point order. Neither index can deliver that order, so the server sorts the matching rows
+   * (a top-N sort keeps only LIMIT rows); the whole table is read for the prefix "".
+   */
+  protected async selectUnder(prefix: string, rows: number): Promise<ReadonlyArray<{ set: string; key: string }>> {
+    const t = q(this.table);
+    const tail = `\`value\` <> CAST('' AS BINARY) ORDER BY CAST(\`set\` AS BINARY), CAST(\`key\` AS BINARY) LIMIT ?`;
+    const [result] =
+      prefix === ''
+        ? await this.exec(`SELECT \`set\`, \`key\` FROM ${t} WHERE ${tail}`, [rows])
+        : await this.exec(
+            `SELECT \`set\`, \`key\` FROM ${t} WHERE (\`set\` = ? OR \`set\` LIKE ? ESCAPE '!') ` +
+              `AND (CAST(\`set\` AS BINARY) = ? OR CAST(\`set\` AS BINARY) LIKE ? ESCAPE '!') AND ${tail}`,
+            [prefix, `${likeEscape(prefix)}/%`, prefix, `${likeEscape(prefix)}/%`, rows],
+          );
+    return (result as Array<{ set: string | Buffer; key: string | Buffer }>).map((r) => ({ set: String(r.set), key: String(r.key) }));
   }
 
   protected async write(upserts: readonly Config[], deletes: readonly ConfigQuery[]): Promise<void> {

@@ -25,6 +25,7 @@ import { pgDriver } from './drivers.js';
 import { StoreUnavailableError } from '../core/errors.js';
 import { configId, indexName, connectionSecrets, unavailable } from './common.js';
 import { backoff, DEFAULT_FEED_INTERVAL_MS, FeedLife, FeedSink } from './feed.js';
+import { descendantRange, likeEscape } from './listing.js';
 import { SqlConfigStore } from './sql.js';
 import type { ChangeFeed, ChangeListener, Config, ConfigQuery } from '../core/ports.js';
 
@@ -267,6 +268,55 @@ $fn$`,
       values: [pairs.map((p) => p.set), pairs.map((p) => p.key)],
     });
     return res.rows;
+  }
+
+  /**
+   * SqlConfigStore.selectUnder. When the `set` column's collation orders by code point (C, POSIX, C.UTF-8, ucs_basic:
+   * byteOrder), one SELECT walks the range [prefix, prefix + '0') of the (set, key) index in order and stops at the
+   * LIMIT. Under any other collation a range in it would not hold exactly the prefix's sets, so the statement matches
+   * `set LIKE 'prefix/%'` (wildcards escaped) and orders by "C": PostgreSQL cannot use the index for either, and scans
+   * the table's set and key columns (a top-N sort keeps only LIMIT rows).
+   */
+  protected async selectUnder(prefix: string, rows: number): Promise<ReadonlyArray<{ set: string; key: string }>> {
+    const t = q(this.table);
+    const byteOrder = (this.byteOrder ??= await this.setColumnByteOrder());
+    const order = byteOrder ? `ORDER BY "set", "key"` : `ORDER BY "set" COLLATE "C", "key" COLLATE "C"`;
+    if (prefix === '') {
+      return (await this.pool!.query({ text: `SELECT "set", "key" FROM ${t} WHERE "value" <> '' ${order} LIMIT $1`, values: [rows] })).rows;
+    }
+    const { from, to } = descendantRange(prefix);
+    const res = byteOrder
+      ? await this.pool!.query({
+          text: `SELECT "set", "key" FROM ${t} WHERE "set" >= $1 AND "set" < $2 AND ("set" = $1 OR "set" >= $3) AND "value" <> '' ${order} LIMIT $4`,
+          values: [prefix, to, from, rows],
+        })
+      : await this.pool!.query({
+          text: `SELECT "set", "key" FROM ${t} WHERE ("set" = $1 OR "set" COLLATE "C" LIKE $2 ESCAPE '!') AND "value" <> '' ${order} LIMIT $3`,
+          values: [prefix, `${likeEscape(prefix)}/%`, rows],
+        });
+    return res.rows;
+  }
+
+  /** Whether the table's `set` column compares by code point (asked once per store object; see selectUnder). */
+  private byteOrder: boolean | undefined;
+
+  private async setColumnByteOrder(): Promise<boolean> {
+    const res = await this.pool!.query<{ coll: string; provider: string | null; locale: string | null }>({
+      // The column's own collation, or the database's when it uses the default (its provider column is new in 15).
+      text:
+        `SELECT c.collname AS coll, ` +
+        `CASE WHEN c.collname = 'default' THEN to_jsonb(d) ->> 'datlocprovider' ELSE c.collprovider::text END AS provider, ` +
+        `CASE WHEN c.collname = 'default' THEN d.datcollate ELSE to_jsonb(c) ->> 'collcollate' END AS locale ` +
+        `FROM pg_attribute a JOIN pg_collation c ON c.oid = a.attcollation ` +
+        `JOIN pg_database d ON d.datname = current_database() ` +
+        `WHERE a.attrelid = to_regclass($1) AND a.attname = 'set'`,
+      values: [q(this.table)],
+    });
+    const r = res.rows[0];
+    if (!r) return false;
+    if (r.coll === 'C' || r.coll === 'POSIX' || r.coll === 'ucs_basic') return true;
+    // libc ('c') or builtin ('b') C locales order by code point; an ICU ('i') locale never does.
+    return (r.provider === null || r.provider === 'c' || r.provider === 'b') && /^(C|POSIX)(\.UTF-?8)?$/i.test(r.locale ?? '');
   }
 
   protected async write(upserts: readonly Config[], deletes: readonly ConfigQuery[]): Promise<void> {

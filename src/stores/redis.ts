@@ -26,8 +26,9 @@ import { redisDriver } from './drivers.js';
 import { StoreUnavailableError } from '../core/errors.js';
 import { Mutex, unavailable, withTimeout, connectionSecrets } from './common.js';
 import { DEFAULT_FEED_INTERVAL_MS, FeedSink, OpenFeeds, Poller, setsOf } from './feed.js';
-import { applyKeyValueWrites, decodeKeyValue, ReadKeys, storageKeyOf, storageKeys } from './key-value.js';
-import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from '../core/ports.js';
+import { applyKeyValueWrites, decodeKeyValue, KeyValueLister, ReadKeys, storageKeyOf, storageKeys } from './key-value.js';
+import { globEscape, listArguments } from './listing.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore, SetListing, SetListOptions } from '../core/ports.js';
 
 export interface RedisStoreOptions {
   url?: string;
@@ -171,6 +172,33 @@ export class RedisConfigStore implements ConfigStore {
         throw new StoreUnavailableError(this.name, 'too many concurrent writers; try again', 1);
       }),
     );
+  }
+
+  /**
+   * The layout has no index of sets and no common prefix, so this walks the key space with SCAN ... MATCH
+   * `<prefix>/*` (`*` for the prefix "", glob characters escaped) COUNT 1000, plus the prefix's own key, and reads
+   * each page's matches with one MGET (a set's key names are inside its JSON value). SCAN visits every key of the
+   * database whatever the pattern, in pages, with no order: memory is bounded (KeyValueLister), the time is that of
+   * the database's size. Each command has the store's timeout; a page is never held across an outage.
+   */
+  async list(prefix: string, options?: SetListOptions): Promise<SetListing> {
+    const args = listArguments(prefix, options);
+    const lister = new KeyValueLister(args.prefix, args.limits);
+    const pattern = args.prefix === '' ? '*' : `${globEscape(args.prefix)}/*`;
+    if (args.prefix !== '') {
+      const [own] = await this.guard((c) => c.mget(args.prefix)); // MGET: a key of another type reads as nil
+      lister.add(args.prefix, own);
+    }
+    let cursor = '0';
+    do {
+      const [next, names] = await this.guard((c) => c.scan(cursor, 'MATCH', pattern, 'COUNT', 1000));
+      cursor = next;
+      if (names.length) {
+        const values = await this.guard((c) => c.mget(...names));
+        names.forEach((name, i) => lister.add(name, values[i]));
+      }
+    } while (cursor !== '0' && !lister.full);
+    return lister.result(cursor === '0');
   }
 
   /** The channel on which writes through cfgu announce their sets. */

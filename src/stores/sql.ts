@@ -14,7 +14,8 @@
  */
 import { answerFrom, causeOf, Lazy, splitWrites, unavailable, uniqueQueries, withTimeout } from './common.js';
 import { changedSets, FeedSink, LocalFeeds, OpenFeeds, Poller } from './feed.js';
-import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore } from '../core/ports.js';
+import { listArguments, listingFromRows } from './listing.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore, SetListing, SetListOptions } from '../core/ports.js';
 
 /** Largest number of (set, key) pairs in one statement (far beyond a request's batch; keeps under bind limits). */
 export const MAX_PAIRS_PER_STATEMENT = 2000;
@@ -80,6 +81,11 @@ export abstract class SqlConfigStore implements ConfigStore {
   protected abstract openConnection(): Promise<void>;
   /** Select the rows matching the pairs (already de-duplicated, at most MAX_PAIRS_PER_STATEMENT). */
   protected abstract select(pairs: readonly ConfigQuery[]): Promise<Config[]>;
+  /**
+   * The (set, key) rows under `prefix` (listing.ts isUnder; "" = every row) with a non-empty value, ordered by set
+   * then key by code point, at most `rows` of them: one statement.
+   */
+  protected abstract selectUnder(prefix: string, rows: number): Promise<ReadonlyArray<{ set: string; key: string }>>;
   /** Apply deletes and upserts atomically. */
   protected abstract write(upserts: readonly Config[], deletes: readonly ConfigQuery[]): Promise<void>;
   protected abstract disconnect(): Promise<void>;
@@ -104,6 +110,17 @@ export abstract class SqlConfigStore implements ConfigStore {
       rows.push(...(await this.guard('read', () => this.select(chunk))));
     }
     return answerFrom(rows, queries);
+  }
+
+  /**
+   * One SELECT of the set and key columns under the prefix, ordered, with LIMIT `limits.keys + 1` (each kind's
+   * selectUnder): the bound on keys bounds the rows read; the bound on sets is applied to them.
+   */
+  async list(prefix: string, options?: SetListOptions): Promise<SetListing> {
+    const args = listArguments(prefix, options);
+    await this.ready.ensure();
+    const rows = await this.guard('list', () => this.selectUnder(args.prefix, args.limits.keys + 1));
+    return listingFromRows(args.prefix, args.limits, rows);
   }
 
   async set(configs: readonly Config[]): Promise<void> {

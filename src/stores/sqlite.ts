@@ -13,6 +13,7 @@ import { sqliteDriver } from './drivers.js';
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { configId, indexName, unavailable } from './common.js';
+import { descendantRange } from './listing.js';
 import { DEFAULT_FEED_INTERVAL_MS, FeedSink, Poller, setsOf } from './feed.js';
 import { SqlConfigStore } from './sql.js';
 import type { ChangeFeed, ChangeListener, Config, ConfigQuery } from '../core/ports.js';
@@ -70,6 +71,27 @@ export class SqliteStatements {
     if (!pairs.length) return [];
     return this.stmt('select', pairs.length).all(...pairs.flatMap((p) => [p.set, p.key])) as Config[];
   }
+
+  /**
+   * The (set, key) rows under a prefix, ordered, at most `rows` (SqlConfigStore.selectUnder). Under a prefix: the range
+   * [prefix, prefix + '0') of the (set, key) index, read in index order, less the sets between the prefix and its
+   * descendants (`prefix-eu`); the table's BINARY collation is code-point order, so the range is exact.
+   */
+  under(prefix: string, rows: number): Array<{ set: string; key: string }> {
+    const t = q(this.table);
+    if (prefix === '') {
+      this.underAll ??= this.db.prepare(`SELECT "set", "key" FROM ${t} WHERE "value" <> '' ORDER BY "set", "key" LIMIT ?`);
+      return this.underAll.all(rows) as Array<{ set: string; key: string }>;
+    }
+    this.underPrefix ??= this.db.prepare(
+      `SELECT "set", "key" FROM ${t} WHERE "set" >= @prefix AND "set" < @to AND ("set" = @prefix OR "set" >= @from) ` +
+        `AND "value" <> '' ORDER BY "set", "key" LIMIT @rows`,
+    );
+    const { from, to } = descendantRange(prefix);
+    return this.underPrefix.all({ prefix, to, from, rows }) as Array<{ set: string; key: string }>;
+  }
+  private underAll: Database.Statement | undefined;
+  private underPrefix: Database.Statement | undefined;
 
   /** Deletes and upserts in one transaction. */
   write(upserts: readonly Config[], deletes: readonly ConfigQuery[]): void {
@@ -149,6 +171,10 @@ export class SqliteConfigStore extends SqlConfigStore {
 
   protected async select(pairs: readonly ConfigQuery[]): Promise<Config[]> {
     return this.statements!.select(pairs);
+  }
+
+  protected async selectUnder(prefix: string, rows: number): Promise<ReadonlyArray<{ set: string; key: string }>> {
+    return this.statements!.under(prefix, rows);
   }
 
   protected async write(upserts: readonly Config[], deletes: readonly ConfigQuery[]): Promise<void> {

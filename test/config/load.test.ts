@@ -9,7 +9,7 @@ import { defaultBackupPath, findConfigFile, loadConfiguration } from '../../src/
 import { createStoreRegistry } from '../../src/stores/index.js';
 import type { LoadedConfiguration } from '../../src/config/types.js';
 import { ConfigurationError, StoreUnavailableError, UnknownStoreError } from '../../src/core/errors.js';
-import type { Config, ConfigQuery, ConfigStore } from '../../src/core/ports.js';
+import type { Config, ConfigQuery, ConfigStore, SetListing } from '../../src/core/ports.js';
 import { SCHEMA as CONFIGU_SHAPE } from '../../src/config/load.js';
 import { assertValidJsonSchema } from '../helpers/meta-schema.js';
 
@@ -258,6 +258,10 @@ class FlakyStore implements ConfigStore {
   async set(configs: readonly Config[]) {
     if (!this.up) throw new StoreUnavailableError(this.name, 'connection refused');
     for (const c of configs) c.value ? this.data.set(`${c.set}|${c.key}`, c.value) : this.data.delete(`${c.set}|${c.key}`);
+  }
+  async list(prefix: string): Promise<SetListing> {
+    if (!this.up) throw new StoreUnavailableError(this.name, 'connection refused');
+    return { prefix, sets: [], truncated: false, limits: { sets: 1, keys: 1 } };
   }
   async close() {}
 }

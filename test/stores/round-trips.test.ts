@@ -327,3 +327,33 @@ describe('a batch get is one round trip (or the documented chunk count)', () => 
     }
   });
 });
+
+describe('a list under a prefix is one statement (SQL) / one range transaction (etcd, under 256 storage keys)', () => {
+  for (const target of TARGETS.filter((t) => t.kind !== 'redis')) {
+    const kind: Kind | undefined = KINDS.find((k) => k.name === target.kind);
+    test(`${target.kind}: list of 3 sets x ${KEYS_PER_SET} keys`, async (t) => {
+      assert.ok(kind, `no kind "${target.kind}" in kinds.ts`);
+      if (kind.service && !(await requireService(t, kind.service.name, kind.service.probe))) return;
+      const tag = `${RUN}rl${++counter}`;
+      const { configuration, cleanup } = await kind.fresh(tag);
+      const store = makeStore(kind.name, { ...configuration, ...target.extra });
+      try {
+        await store.init();
+        const sets = [`rl_${tag}`, `rl_${tag}/a`, `rl_${tag}/a/b`];
+        const keys = Array.from({ length: KEYS_PER_SET }, (_, i) => `K${String(i).padStart(4, '0')}`);
+        await store.set(sets.flatMap((set) => keys.map((key) => ({ set, key, value: 'v' }))));
+        // PostgreSQL asks once per store object how the table's set column collates (selectUnder): not metered.
+        await store.list(`rl_${tag}/none`);
+        const meter = await target.meter(store);
+        const listed = await meter(() => store.list(`rl_${tag}`));
+        assert.deepEqual(listed.result.sets, sets.map((set) => ({ set, keys })));
+        assert.equal(listed.result.truncated, false);
+        t.diagnostic(`${target.kind}: list -> ${listed.seen.count} round trip(s): ${listed.seen.detail.join(' | ')}`);
+        assert.equal(listed.seen.count, 1, `list took ${listed.seen.count} round trips: ${listed.seen.detail.join(' | ')}`);
+      } finally {
+        await store.close();
+        await cleanup();
+      }
+    });
+  }
+});
