@@ -32,7 +32,10 @@ function render(nodes: Node[], indent: string, out: string[]): void {
 function originLine(k: KeyExplanation): string {
   let text = `origin: ${k.origin}`;
   if (k.origin === 'store') text += `, set ${setName(k.set)}`;
-  if (k.piped) text += `, piped from ${k.piped.command === null ? 'standard input' : `command ${k.piped.command}`} (set ${setName(k.set)})`;
+  if (k.piped) {
+    text += `, piped from ${k.piped.command === null ? 'standard input' : `command ${k.piped.command}`}`;
+    if (k.origin !== 'store') text += ` (set ${setName(k.set)})`;
+  }
   return text;
 }
 
