@@ -39,7 +39,8 @@ Options:
                       set that supplied it, every value down the set hierarchy (which won, which
                       it shadowed), override, default, a const's template and the keys it read,
                       each test with ✔/✘ (docs/explain.md). For reading, not for piping into
-                      \`cfgu export\`. Exit 1 when validation fails, with the explanation printed
+                      \`cfgu export\`. Exit 1 when validation fails (the explanation is printed
+                      all the same)
   --format tree|json  with --explain: a tree (default) or JSON (the shape in docs/explain.md)
   --reveal-hidden     with --explain: show the values of hidden keys (default: "(hidden)")
 
@@ -49,6 +50,7 @@ Examples:
   cfgu eval --store main --set prod --schema app.cfgu.json
   cfgu eval --schema app.cfgu.yaml --override PORT=9090 --defaults
   cfgu eval --set prod --schema base.cfgu.json | cfgu eval --set prod/eu --schema eu.cfgu.json | cfgu export
+  cfgu eval --set prod --schema base.cfgu.json | cfgu eval --set prod/eu --schema eu.cfgu.json --explain
 
 Exit codes: 0 success, 1 validation failed or a store is unavailable, 2 usage error.`;
 
