@@ -124,7 +124,7 @@ function setDepth(input: unknown): number {
 }
 
 /** A command after its input was checked. */
-interface CheckedCommand {
+export interface CheckedCommand {
   index: number;
   schema: PreparedSchema;
   set: ParsedSet;
@@ -132,11 +132,25 @@ interface CheckedCommand {
   overrides: Record<string, unknown>;
 }
 
+/**
+ * Told about each command of a pipeline once it is evaluated, with the store's whole answer and every failure so far
+ * (explain.ts). Internal to the engine: evaluatePipeline passes none, and the export path does nothing more for it.
+ */
+export interface CommandWitness {
+  evaluated(command: CheckedCommand, stored: readonly Config[], evaluated: Pick<Evaluated, 'byIndex' | 'result'>, failures: readonly EvalFailure[]): void;
+}
+
 /** Runs the pipeline; throws InputError, UnknownStoreError, StoreUnavailableError or ValidationError. */
-export async function evaluatePipeline(
+export function evaluatePipeline(commands: readonly EvalCommandInput[], deps: EngineDeps, options: PipelineOptions = {}): Promise<PipelineOutcome> {
+  return runPipeline(commands, deps, options, undefined);
+}
+
+/** evaluatePipeline, telling `witness` about each command as it is evaluated (explain.ts). */
+export async function runPipeline(
   commands: readonly EvalCommandInput[],
   deps: EngineDeps,
-  options: PipelineOptions = {},
+  options: PipelineOptions,
+  witness: CommandWitness | undefined,
 ): Promise<PipelineOutcome> {
   const limits = resolveLimits(options.limits);
   const checked = checkCommands(commands, deps, limits);
@@ -160,6 +174,7 @@ export async function evaluatePipeline(
           evaluateChecked(command, stored, piped, deps, failures, budget),
         )
       : await evaluateChecked(command, stored, piped, deps, failures, budget);
+    witness?.evaluated(command, stored, last, failures);
     if (budget.exceeded) break;
   }
   if (failures.length) throw new ValidationError(failures);

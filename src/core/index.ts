@@ -5,6 +5,20 @@
  *                                            { stores, expressions });
  */
 export { exportJson, exportPipeline, exportPipelineJson, exportResult } from './export.js';
+export {
+  explainPipeline,
+  EXPLANATION_VERSION,
+  type ExplainOptions,
+  type ExplainOutcome,
+  type CommandExplanation,
+  type KeyExplanation,
+  type ExplainedCandidate,
+  type ExplainedConst,
+  type ExplainedInput,
+  type ExplainedRead,
+  type ExplainedTest,
+  type Withheld,
+} from './explain.js';
 export { evaluatePipeline, upsert, pipeWinner, DEFAULT_ENGINE_LIMITS, type EngineDeps, type EngineLimits, type PipelineOptions, type UpsertInput, type UpsertChange } from './eval.js';
 export { prepareSchema, validateSchema, stringifyValue, configureSchemaCache, schemaCacheStats, EnumRule, type PreparedSchema, type PreparedKey } from './schema.js';
 export { parseSet, keyProblem, normaliseName, type ParsedSet } from './names.js';
