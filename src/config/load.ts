@@ -162,6 +162,71 @@ function resolvePathSetting(value: unknown, folder: string, env: Record<string, 
   return resolve(folder, expandHome(value, env));
 }
 
+/** The file's text, rendered with the environment (an unreadable file or a failed render: `fail`). */
+async function readRendered(
+  file: string,
+  env: Record<string, string | undefined>,
+  render: NonNullable<LoadConfigurationOptions['render']>,
+  fail: (message: string, property?: string) => never,
+): Promise<string> {
+  let text: string;
+  try {
+    text = await readFile(file, 'utf8');
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    const reason =
+      code === 'ENOENT' ? 'no such file' : code === 'EACCES' || code === 'EPERM' ? 'permission denied' : code === 'EISDIR' ? 'is a folder, not a file' : code ?? 'unreadable';
+    return fail(`cannot read the file: ${reason}`);
+  }
+
+  // Render with the environment before parsing.
+  const variables: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(env)) if (v !== undefined) variables[k] = v;
+  try {
+    const rendered = await render(text, variables);
+    text = typeof rendered === 'string' ? rendered : rendered === undefined || rendered === null ? '' : String(rendered);
+  } catch (e) {
+    const reason = e instanceof Error ? e.message.split('\n')[0] : String(e);
+    return fail(`cannot render the file with the environment: ${reason}`);
+  }
+  return text;
+}
+
+/** Each declared store's definition, its settings parsed once (nothing is built or connected). */
+function storeDefinitions(
+  root: Record<string, unknown>,
+  folder: string,
+  env: Record<string, string | undefined>,
+  register: string[],
+  fail: (message: string, property?: string) => never,
+): StoreDefinition[] {
+  const stores: StoreDefinition[] = [];
+  const declared = (root.stores ?? {}) as Record<string, { type: string; configuration?: Record<string, unknown>; default?: boolean; backup?: boolean }>;
+  for (const [name, def] of Object.entries(declared)) {
+    const property = propertyPath(`/stores/${name.replace(/~/g, '~0').replace(/\//g, '~1')}/type`);
+    const type = normaliseStoreType(def.type);
+    if (!type) {
+      // With modules under `register`, the kind most likely comes from one of them: say why it cannot be had here.
+      const why = register.length ? ' (it may come from a module under `register`, which cfgu does not load)' : '';
+      return fail(`${property}: unknown store type "${def.type}"${why}; known types: ${STORE_TYPES.join(', ')}`, property);
+    }
+    const configuration: Record<string, unknown> = { ...(def.configuration ?? {}) };
+    for (const setting of PATH_SETTINGS[type] ?? []) {
+      if (setting in configuration) configuration[setting] = resolvePathSetting(configuration[setting], folder, env);
+    }
+    // Parse the store's settings now, once (nothing is built or connected): a bad setting is a start-up error, not a
+    // request error, and the stores are later built from the parsed settings.
+    const base = propertyPath(`/stores/${name.replace(/~/g, '~0').replace(/\//g, '~1')}/configuration`);
+    try {
+      stores.push(defineStore({ name, type, configuration, default: def.default === true, backup: def.backup === true }, base));
+    } catch (e) {
+      if (e instanceof ConfigurationError) return fail(e.message, e.property);
+      throw e;
+    }
+  }
+  return stores;
+}
+
 /** Read, render, parse and validate a `.configu`. Throws ConfigurationError naming the file and the property. */
 export async function loadConfiguration(options: LoadConfigurationOptions = {}): Promise<LoadedConfiguration> {
   const env = options.env ?? process.env;
@@ -178,26 +243,7 @@ export async function loadConfiguration(options: LoadConfigurationOptions = {}):
     throw new ConfigurationError(`${file}: ${message}`, file, property);
   };
 
-  let text: string;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (e) {
-    const code = (e as NodeJS.ErrnoException).code;
-    const reason =
-      code === 'ENOENT' ? 'no such file' : code === 'EACCES' || code === 'EPERM' ? 'permission denied' : code === 'EISDIR' ? 'is a folder, not a file' : code ?? 'unreadable';
-    return fail(`cannot read the file: ${reason}`);
-  }
-
-  // Render with the environment before parsing.
-  const variables: Record<string, unknown> = {};
-  for (const [k, v] of Object.entries(env)) if (v !== undefined) variables[k] = v;
-  try {
-    const rendered = await (options.render ?? renderVariables)(text, variables);
-    text = typeof rendered === 'string' ? rendered : rendered === undefined || rendered === null ? '' : String(rendered);
-  } catch (e) {
-    const reason = e instanceof Error ? e.message.split('\n')[0] : String(e);
-    return fail(`cannot render the file with the environment: ${reason}`);
-  }
+  const text = await readRendered(file, env, options.render ?? renderVariables, fail);
 
   const parsed = parseYaml(text, 100);
   if (!parsed.ok) {
@@ -229,30 +275,7 @@ export async function loadConfiguration(options: LoadConfigurationOptions = {}):
         'cfgu never loads code named in .configu; its stores are built in',
     );
   }
-  const stores: StoreDefinition[] = [];
-  const declared = (root.stores ?? {}) as Record<string, { type: string; configuration?: Record<string, unknown>; default?: boolean; backup?: boolean }>;
-  for (const [name, def] of Object.entries(declared)) {
-    const property = propertyPath(`/stores/${name.replace(/~/g, '~0').replace(/\//g, '~1')}/type`);
-    const type = normaliseStoreType(def.type);
-    if (!type) {
-      // With modules under `register`, the kind most likely comes from one of them: say why it cannot be had here.
-      const why = register.length ? ' (it may come from a module under `register`, which cfgu does not load)' : '';
-      return fail(`${property}: unknown store type "${def.type}"${why}; known types: ${STORE_TYPES.join(', ')}`, property);
-    }
-    const configuration: Record<string, unknown> = { ...(def.configuration ?? {}) };
-    for (const setting of PATH_SETTINGS[type] ?? []) {
-      if (setting in configuration) configuration[setting] = resolvePathSetting(configuration[setting], folder, env);
-    }
-    // Parse the store's settings now, once (nothing is built or connected): a bad setting is a start-up error, not a
-    // request error, and the stores are later built from the parsed settings.
-    const base = propertyPath(`/stores/${name.replace(/~/g, '~0').replace(/\//g, '~1')}/configuration`);
-    try {
-      stores.push(defineStore({ name, type, configuration, default: def.default === true, backup: def.backup === true }, base));
-    } catch (e) {
-      if (e instanceof ConfigurationError) return fail(e.message, e.property);
-      throw e;
-    }
-  }
+  const stores = storeDefinitions(root, folder, env, register, fail);
 
   const defaults = stores.filter((s) => s.default);
   if (defaults.length > 1) {
