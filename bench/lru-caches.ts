@@ -3,7 +3,7 @@
  * schema sent again, not frozen: looked up by its JSON text), plus a churn run that evicts on every insertion.
  * Run: npx tsx bench/lru-caches.ts   (prints ns per operation, median of 7 rounds)
  */
-import { BodyCache } from '../src/server/body-cache.js';
+import { BodyCache } from '../src/server/http/body/body-cache.js';
 import { CacheBudget } from '../src/core/cache-budget.js';
 import { configureSchemaCache, prepareSchema } from '../src/core/schema.js';
 

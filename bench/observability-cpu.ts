@@ -21,8 +21,8 @@ import type { FastifyInstance } from 'fastify';
 import { createStoreRegistry, loadConfiguration } from '../src/config/index.js';
 import { createSandboxEvaluator } from '../src/expressions/index.js';
 import { buildServer, settingsWith } from '../src/server/index.js';
-import { createLogger, REDACT_PATHS } from '../src/server/logger.js';
-import { startTracing } from '../src/server/tracing.js';
+import { createLogger, REDACT_PATHS } from '../src/server/observe/logger.js';
+import { startTracing } from '../src/server/observe/tracing.js';
 // @ts-expect-error the fixture is plain JavaScript
 import { tenKeys, writeFixture } from './fixture.mjs';
 

@@ -13,8 +13,8 @@ import { join } from 'node:path';
 import { createStoreRegistry, loadConfiguration } from '../src/config/index.js';
 import { createSandboxEvaluator } from '../src/expressions/index.js';
 import { buildServer, settingsWith } from '../src/server/index.js';
-import { createLogger } from '../src/server/logger.js';
-import { startTracing } from '../src/server/tracing.js';
+import { createLogger } from '../src/server/observe/logger.js';
+import { startTracing } from '../src/server/observe/tracing.js';
 // @ts-expect-error the fixture is plain JavaScript
 import { tenKeys, writeFixture } from './fixture.mjs';
 

@@ -3,7 +3,7 @@
  * I/O it may use) to an exit code. Add a sub-command by adding a row. The binary's entry point is bin.ts.
  */
 import { processIO, type CommandIO } from './io.js';
-import { version } from '../server/version.js';
+import { version } from '../server/process/version.js';
 import { describeSandboxBuild } from '../expressions/isolated-vm.js';
 
 export interface SubCommand {

@@ -6,9 +6,9 @@
 import cluster from 'node:cluster';
 import { parseArgs } from 'node:util';
 import type { Logger } from 'pino';
-import { inheritedRequestLines, runPrimary, notifyPrimary } from '../server/cluster.js';
-import { createLogger, toggleRequestLines } from '../server/logger.js';
-import { formatStartupError, load, startServer, withSandbox, type Loaded, type RunningServer, type ServeInput } from '../server/start.js';
+import { inheritedRequestLines, runPrimary, notifyPrimary } from '../server/process/cluster.js';
+import { createLogger, toggleRequestLines } from '../server/observe/logger.js';
+import { formatStartupError, load, startServer, withSandbox, type Loaded, type RunningServer, type ServeInput } from '../server/process/start.js';
 import { exitCodeFor } from '../core/error-catalogue.js';
 import { parseArgsMessage, rejectPositionals } from './args.js';
 import { processIO, type CommandIO } from './io.js';

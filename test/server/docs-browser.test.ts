@@ -18,8 +18,8 @@ import { buildServer, settingsWith } from '../../src/server/index.js';
 import { createStoreRegistry, loadConfiguration, type StoreRegistry } from '../../src/config/index.js';
 import { createSandboxEvaluator } from '../../src/expressions/index.js';
 import type { ExpressionEvaluator } from '../../src/expressions/types.js';
-import { exportResponseExample } from '../../src/server/schemas.js';
-import { DOCS_TITLE } from '../../src/server/docs-ui.js';
+import { exportResponseExample } from '../../src/server/http/schemas.js';
+import { DOCS_TITLE } from '../../src/server/http/docs-ui.js';
 import { ROOT } from './helpers.js';
 
 const NAMES = ['chromium', 'chromium-browser', 'google-chrome-stable', 'google-chrome'];

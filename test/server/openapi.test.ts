@@ -15,7 +15,7 @@ import { createStoreRegistry, loadConfiguration, type StoreRegistry } from '../.
 import { createSandboxEvaluator } from '../../src/expressions/index.js';
 import type { ExpressionEvaluator } from '../../src/expressions/types.js';
 import { removeTempDirs, ROOT, tempDir, writeJson } from './helpers.js';
-import { exportBodySchema } from '../../src/server/schemas.js';
+import { exportBodySchema } from '../../src/server/http/schemas.js';
 import { assertValidJsonSchema } from '../helpers/meta-schema.js';
 
 const servers: Array<{ app: FastifyInstance; registry: StoreRegistry }> = [];

@@ -8,7 +8,7 @@ import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { parseArgs } from 'node:util';
 import { findConfigFile, loadConfiguration } from '../../config/index.js';
-import { resolveSettings, type ServerSettings, type SettingsFlags } from '../../server/settings.js';
+import { resolveSettings, type ServerSettings, type SettingsFlags } from '../../server/process/settings.js';
 import { parseArgsMessage, rejectPositionals } from '../args.js';
 import { processIO, type CommandIO } from '../io.js';
 

@@ -7,8 +7,8 @@
  * (never on a hit). Cached values are deep-frozen (core/frozen.ts), so no request can change what another one sees,
  * and the engine may cache what it derives from them by identity.
  */
-import { BudgetedLru, cacheBudget, estimateBodyBytes, type CacheBudget } from '../core/cache-budget.js';
-import { freezeCounting } from '../core/frozen.js';
+import { BudgetedLru, cacheBudget, estimateBodyBytes, type CacheBudget } from '../../../core/cache-budget.js';
+import { freezeCounting } from '../../../core/frozen.js';
 
 /** The levels of a body recorded as deep-frozen (core/frozen.ts). */
 export const BODY_RECORD_DEPTH = 4;

@@ -9,13 +9,13 @@
  * sets each grant is compiled with (access.ts).
  */
 import { basename, dirname } from 'node:path';
-import { labelsOf } from '../core/index.js';
-import { ConfigurationError } from '../core/errors.js';
-import { expandGlob, MAGIC } from '../config/glob.js';
-import { readSchemaFileKeys, SCHEMA_FILE } from '../config/schema-file.js';
-import type { LoadedConfiguration } from '../config/types.js';
-import type { Grant } from './access.js';
-import type { ServerSettings } from './settings.js';
+import { labelsOf } from '../../core/index.js';
+import { ConfigurationError } from '../../core/errors.js';
+import { expandGlob, MAGIC } from '../../config/glob.js';
+import { readSchemaFileKeys, SCHEMA_FILE } from '../../config/schema-file.js';
+import type { LoadedConfiguration } from '../../config/types.js';
+import type { Grant } from './scopes.js';
+import type { ServerSettings } from '../process/settings.js';
 
 /** Key name -> the labels every server-held schema declaring the key gives it. Keys no such schema declares are absent. */
 export type KeyLabels = ReadonlyMap<string, ReadonlySet<string>>;

@@ -4,7 +4,7 @@
  * might appear (defence in depth for anything that logs a request object).
  */
 import { pino, type Logger } from 'pino';
-import type { ServerSettings } from './settings.js';
+import type { ServerSettings } from '../process/settings.js';
 
 export const REDACT_PATHS = [
   'authorization',

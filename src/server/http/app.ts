@@ -23,24 +23,24 @@ import cors from '@fastify/cors';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
 import type { Logger } from 'pino';
-import { exportPipelineJson, keyCount } from '../core/index.js';
-import { ConfigurationError, ForbiddenError, LimitError, UnknownStoreError } from '../core/errors.js';
-import type { EvalCommandInput } from '../core/types.js';
-import { requestContext, type ExpressionEvaluator } from '../expressions/types.js';
-import type { StoreResolver } from '../stores/types.js';
-import type { LoadedConfiguration } from '../config/types.js';
-import { clientIdentity } from './auth.js';
-import { ANONYMOUS, createAuthenticator, type AuthResult } from './authenticate.js';
-import { watchCredential, type AuthenticatorHolder } from './watch-access.js';
-import { refusedCommands, visibleStores, type Principal } from './access.js';
-import type { KeyLabels } from './key-labels.js';
-import { auditCommands, createAuditLogger, defaultStoreName, type AuditRecord } from './audit.js';
-import { budgetKey, rateLimitRouteConfig, registerRateLimit } from './rate-limit.js';
+import { exportPipelineJson, keyCount } from '../../core/index.js';
+import { ConfigurationError, ForbiddenError, LimitError, UnknownStoreError } from '../../core/errors.js';
+import type { EvalCommandInput } from '../../core/types.js';
+import { requestContext, type ExpressionEvaluator } from '../../expressions/types.js';
+import type { StoreResolver } from '../../stores/types.js';
+import type { LoadedConfiguration } from '../../config/types.js';
+import { clientIdentity } from '../access/credentials.js';
+import { ANONYMOUS, createAuthenticator, type AuthResult } from '../access/jwt.js';
+import { watchCredential, type AuthenticatorHolder } from '../access/watch-credentials.js';
+import { refusedCommands, visibleStores, type Principal } from '../access/scopes.js';
+import type { KeyLabels } from '../access/key-labels.js';
+import { auditCommands, createAuditLogger, defaultStoreName, type AuditRecord } from '../access/audit.js';
+import { budgetKey, rateLimitRouteConfig, registerRateLimit } from '../access/rate-limit.js';
 import { answerConnect, answerExpectation, blankProblem, createClientErrorHandler } from './client-errors.js';
-import { Lifecycle } from './lifecycle.js';
-import { BodyCache } from './body-cache.js';
-import { cacheBudget } from '../core/cache-budget.js';
-import { MAX_BODY_NESTING, nestsDeeperThan } from './body-depth.js';
+import { Lifecycle } from '../process/lifecycle.js';
+import { BodyCache } from './body/body-cache.js';
+import { cacheBudget } from '../../core/cache-budget.js';
+import { MAX_BODY_NESTING, nestsDeeperThan } from './body/body-depth.js';
 import { FORBIDDEN_PROPERTY, UNSUPPORTED_CHARSET, httpProblem, problem, PROBLEM_CONTENT_TYPE, PROBLEM_TYPES, toProblem, type Problem } from './problem.js';
 import {
   cfguSchema,
@@ -50,12 +50,12 @@ import {
   problemSchema,
   readyRouteSchema,
 } from './schemas.js';
-import type { ServerSettings } from './settings.js';
+import type { ServerSettings } from '../process/settings.js';
 import { docsUiOptions, finishOpenapi, openapiInfo } from './docs-ui.js';
-import { createLogger } from './logger.js';
-import { etagOf, sendAnswer, WatchHub } from './watch.js';
-import { createObservation } from './observe.js';
-import { bodyValidatorFactory } from './body-validation.js';
+import { createLogger } from '../observe/logger.js';
+import { etagOf, sendAnswer, WatchHub } from '../watch/hub.js';
+import { createObservation } from '../observe/observation.js';
+import { bodyValidatorFactory } from './body/body-validation.js';
 import { lazySerializerFactory } from './response-serializers.js';
 
 export interface BuildServerOptions {

@@ -9,7 +9,7 @@
  * Measured: Ajv's walk of a 1,000-key body was 5.7% of the server's CPU profile for that workload (bench/RESULTS.md).
  */
 import AjvCompiler from '@fastify/ajv-compiler';
-import { isDeepFrozen } from '../core/frozen.js';
+import { isDeepFrozen } from '../../../core/frozen.js';
 
 type BuildValidator = ReturnType<typeof AjvCompiler>;
 type Validate = ReturnType<ReturnType<BuildValidator>>;

@@ -12,21 +12,21 @@
  */
 import type { FastifyInstance } from 'fastify';
 import type { Logger } from 'pino';
-import { ConfigurationError } from '../core/errors.js';
-import { NO_CONFIG_FILE, createStoreRegistry, findConfigFile, loadConfiguration, type StoreRegistryWithStatus } from '../config/index.js';
-import type { LoadedConfiguration } from '../config/types.js';
-import { createSandboxEvaluator, expressionOptionsFromEnv, type SandboxOptions } from '../expressions/index.js';
-import { onlyVariableNames, renderVariables } from '../config/render.js';
-import type { ExpressionEvaluator } from '../expressions/types.js';
-import { buildServer } from './app.js';
+import { ConfigurationError } from '../../core/errors.js';
+import { NO_CONFIG_FILE, createStoreRegistry, findConfigFile, loadConfiguration, type StoreRegistryWithStatus } from '../../config/index.js';
+import type { LoadedConfiguration } from '../../config/types.js';
+import { createSandboxEvaluator, expressionOptionsFromEnv, type SandboxOptions } from '../../expressions/index.js';
+import { onlyVariableNames, renderVariables } from '../../config/render.js';
+import type { ExpressionEvaluator } from '../../expressions/types.js';
+import { buildServer } from '../http/app.js';
 import { pinnedPort } from './cluster.js';
 import { Lifecycle } from './lifecycle.js';
-import { createLogger } from './logger.js';
-import { describeSandboxBuild } from '../expressions/isolated-vm.js';
-import { describeSqliteBuild } from '../stores/drivers.js';
+import { createLogger } from '../observe/logger.js';
+import { describeSandboxBuild } from '../../expressions/isolated-vm.js';
+import { describeSqliteBuild } from '../../stores/drivers.js';
 import { resolveSettings, type ServerSettings, type SettingsFlags } from './settings.js';
-import { loadKeyLabels, type KeyLabels } from './key-labels.js';
-import { startTracing } from './tracing.js';
+import { loadKeyLabels, type KeyLabels } from '../access/key-labels.js';
+import { startTracing } from '../observe/tracing.js';
 import { defaultConnectionsPerClient, guardConnections, openFileLimits, RESERVED_FILES } from './connections.js';
 
 /** A limit for the log: a number, or 'unlimited'. */

@@ -5,8 +5,8 @@
  * by setting-rules.ts). Only settings.ts imports this module's values (others import types).
  */
 import { isAbsolute, resolve as resolvePath } from 'node:path';
-import { compileSetPattern, type Grant } from './access.js';
-import { fail, toBoolean, toInteger, toList, toText, type Source } from './settings.js';
+import { compileSetPattern, type Grant } from './scopes.js';
+import { fail, toBoolean, toInteger, toList, toText, type Source } from '../process/settings.js';
 
 export interface Credential extends Grant {
   /** Shown in the audit log as the subject. */

@@ -8,10 +8,10 @@ import type { FastifyInstance, FastifyRequest } from 'fastify';
 import rateLimit from '@fastify/rate-limit';
 import type { Redis } from 'ioredis';
 import type { Logger } from 'pino';
-import { RateLimitedError } from '../core/index.js';
-import { redisDriver } from '../stores/drivers.js';
+import { RateLimitedError } from '../../core/index.js';
+import { redisDriver } from '../../stores/drivers.js';
 import type { RateLimitSettings } from './access-settings.js';
-import type { Principal } from './access.js';
+import type { Principal } from './scopes.js';
 
 /**
  * The key of a request's budget: the principal's kind and subject, else the client address. A JWT `sub` and a

@@ -8,7 +8,7 @@
  * from the schema the caller sends, so writing `label: [public]` on a secret key in a request grants nothing. Each
  * grant is compiled with the set of keys its labels allow; a request only looks its keys up in it.
  */
-import { parseSet, type EvalCommandInput, type RefusedCommand } from '../core/index.js';
+import { parseSet, type EvalCommandInput, type RefusedCommand } from '../../core/index.js';
 import { keysWithLabels, NO_KEY_LABELS, type KeyLabels } from './key-labels.js';
 
 export interface Grant {

@@ -18,17 +18,17 @@
  */
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, propagation, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';
-import { CfguError, ErrorCodes, ValidationError } from '../core/errors.js';
-import { keyCount } from '../core/frozen.js';
-import type { CommandInfo, EngineObserver } from '../core/ports.js';
-import type { EvalCommandInput } from '../core/types.js';
-import type { ExpressionEvaluator, ExpressionJob, ExpressionResult, RunContext } from '../expressions/types.js';
-import type { Config, ConfigQuery, ResolvedStore, StoreResolver } from '../stores/types.js';
-import { mayReadMetrics } from './access.js';
-import { createKeyChecker } from './auth.js';
+import { CfguError, ErrorCodes, ValidationError } from '../../core/errors.js';
+import { keyCount } from '../../core/frozen.js';
+import type { CommandInfo, EngineObserver } from '../../core/ports.js';
+import type { EvalCommandInput } from '../../core/types.js';
+import type { ExpressionEvaluator, ExpressionJob, ExpressionResult, RunContext } from '../../expressions/types.js';
+import type { Config, ConfigQuery, ResolvedStore, StoreResolver } from '../../stores/types.js';
+import { mayReadMetrics } from '../access/scopes.js';
+import { createKeyChecker } from '../access/credentials.js';
 import { ServerMetrics, useWorkerMetrics, type CacheState, type SandboxState, type StoreState } from './metrics.js';
-import { PROBLEM_CONTENT_TYPE, PROBLEM_TYPES, cfguProblem, httpProblem, problem } from './problem.js';
-import type { ServerSettings } from './settings.js';
+import { PROBLEM_CONTENT_TYPE, PROBLEM_TYPES, cfguProblem, httpProblem, problem } from '../http/problem.js';
+import type { ServerSettings } from '../process/settings.js';
 import { activeTracer, endWith, inSpan } from './tracing.js';
 
 export interface ObservationInput {

@@ -9,7 +9,7 @@
  * names the source it came from; here a leaf accepts any value.
  */
 import * as z from 'zod';
-import { unknownPropertyMessage } from '../core/suggest.js';
+import { unknownPropertyMessage } from '../../core/suggest.js';
 
 /** A leaf: its value is checked by the setting's own parser. */
 const value = z.unknown().optional();

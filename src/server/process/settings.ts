@@ -10,9 +10,9 @@
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { dirname, isAbsolute, resolve as resolvePath } from 'node:path';
-import { ConfigurationError } from '../core/errors.js';
-import { defaultCacheMemoryMb } from '../core/cache-budget.js';
-import { DEFAULT_ENGINE_LIMITS, type EngineLimits } from '../core/eval.js';
+import { ConfigurationError } from '../../core/errors.js';
+import { defaultCacheMemoryMb } from '../../core/cache-budget.js';
+import { DEFAULT_ENGINE_LIMITS, type EngineLimits } from '../../core/eval.js';
 import { getHeapStatistics } from 'node:v8';
 import {
   ACCESS_ENV,
@@ -22,7 +22,7 @@ import {
   type AccessSettings,
   type AuditSettings,
   type RateLimitSettings,
-} from './access-settings.js';
+} from '../access/access-settings.js';
 import { PROXY_SETTINGS, shapeProblem } from './setting-rules.js';
 
 export type TrustProxy = boolean | number | string[];

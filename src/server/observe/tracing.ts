@@ -24,7 +24,7 @@ import type * as SdkModule from '@opentelemetry/sdk-trace';
 import type * as ConventionsModule from '@opentelemetry/semantic-conventions';
 import type { Sampler, SpanExporter } from '@opentelemetry/sdk-trace';
 import { createRequire } from 'node:module';
-import { version } from './version.js';
+import { version } from '../process/version.js';
 
 /**
  * The SDK, the exporter and their dependencies (about 200 modules, 60-80 ms to load) are loaded when tracing starts,

@@ -9,7 +9,7 @@
  * any JSON value, scalars included.
  */
 import { STATUS_TITLES } from './problem.js';
-import { CFGU_PROPERTIES, CFGU_PROPERTY_NAMES } from '../core/cfgu.js';
+import { CFGU_PROPERTIES, CFGU_PROPERTY_NAMES } from '../../core/cfgu.js';
 
 export const cfguSchema = {
   $id: 'Cfgu',

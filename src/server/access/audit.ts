@@ -6,8 +6,8 @@
  * message: the line is built from the command's store and set only.
  */
 import { pino, type Logger } from 'pino';
-import { stdoutDestination } from './logger.js';
-import type { EvalCommandInput, StoreResolver } from '../core/index.js';
+import { stdoutDestination } from '../observe/logger.js';
+import type { EvalCommandInput, StoreResolver } from '../../core/index.js';
 import type { AuditSettings } from './access-settings.js';
 
 export interface AuditRecord {

@@ -22,7 +22,7 @@ import {
   type EvalFailure,
   type InputIssue,
   type RefusedCommand,
-} from '../core/index.js';
+} from '../../core/index.js';
 
 export const PROBLEM_CONTENT_TYPE = 'application/problem+json; charset=utf-8';
 

@@ -7,9 +7,9 @@
 import { maxHeaderSize, STATUS_CODES, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { Duplex } from 'node:stream';
 import type { Logger } from 'pino';
-import { ErrorCodes } from '../core/errors.js';
+import { ErrorCodes } from '../../core/errors.js';
 import { cfguProblem, problem, PROBLEM_CONTENT_TYPE, PROBLEM_TYPES, type Problem } from './problem.js';
-import type { ServerSettings } from './settings.js';
+import type { ServerSettings } from '../process/settings.js';
 
 /** A `type: about:blank` problem whose title is the status phrase (RFC 9457 §4.2.1). */
 export const blankProblem = (status: number, detail: string): Problem =>

@@ -17,12 +17,12 @@ import { timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { LRUCache } from 'lru-cache';
 import { createLocalJWKSet, createRemoteJWKSet, customFetch, jwtVerify, type FetchImplementation, type JWTPayload, type JWTVerifyGetKey } from 'jose';
-import { ConfigurationError } from '../core/errors.js';
-import { BEARER, digest } from './auth.js';
-import { compileGrant, type CompiledGrant, type Principal } from './access.js';
+import { ConfigurationError } from '../../core/errors.js';
+import { BEARER, digest } from './credentials.js';
+import { compileGrant, type CompiledGrant, type Principal } from './scopes.js';
 import { NO_KEY_LABELS, type KeyLabels } from './key-labels.js';
 import type { JwtGrant, JwtSettings } from './access-settings.js';
-import type { ServerSettings } from './settings.js';
+import type { ServerSettings } from '../process/settings.js';
 
 const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
 

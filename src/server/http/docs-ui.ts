@@ -7,7 +7,7 @@
  * `'self'` is the only source allowed (plus `data:` for the logo and fonts, and one hashed style, below).
  */
 import { exportBodyExamples } from './schemas.js';
-import { version } from './version.js';
+import { version } from '../process/version.js';
 
 export const DOCS_CSP: Record<string, string> = {
   'default-src': "'self'",

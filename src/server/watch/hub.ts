@@ -18,17 +18,17 @@
  */
 import { createHash } from 'node:crypto';
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
-import { Debouncer, exportPipelineJson, noticeConcerns, setsRead } from '../core/index.js';
-import { StoreUnavailableError } from '../core/errors.js';
-import type { EvalCommandInput } from '../core/types.js';
-import { requestContext, type ExpressionEvaluator } from '../expressions/types.js';
-import type { ChangeFeed, ChangeListener, StoreResolver } from '../stores/types.js';
-import type { Lifecycle } from './lifecycle.js';
-import type { Engine, WatchEndReason } from './observe.js';
-import { httpProblem, PROBLEM_CONTENT_TYPE, toProblem } from './problem.js';
-import type { ServerSettings } from './settings.js';
-import type { CredentialVerdict, WatchCredential } from './watch-access.js';
-import { cacheBudget, type CacheMember } from '../core/cache-budget.js';
+import { Debouncer, exportPipelineJson, noticeConcerns, setsRead } from '../../core/index.js';
+import { StoreUnavailableError } from '../../core/errors.js';
+import type { EvalCommandInput } from '../../core/types.js';
+import { requestContext, type ExpressionEvaluator } from '../../expressions/types.js';
+import type { ChangeFeed, ChangeListener, StoreResolver } from '../../stores/types.js';
+import type { Lifecycle } from '../process/lifecycle.js';
+import type { Engine, WatchEndReason } from '../observe/observation.js';
+import { httpProblem, PROBLEM_CONTENT_TYPE, toProblem } from '../http/problem.js';
+import type { ServerSettings } from '../process/settings.js';
+import type { CredentialVerdict, WatchCredential } from '../access/watch-credentials.js';
+import { cacheBudget, type CacheMember } from '../../core/cache-budget.js';
 
 /** What the audit line of a watch request says about the watch (set by the hub, read by the app's audit). */
 export interface WatchRecord {

@@ -12,12 +12,12 @@
  * watchers alike.
  */
 import { decodeJwt } from 'jose';
-import { ForbiddenError } from '../core/errors.js';
-import type { EvalCommandInput } from '../core/types.js';
-import { BEARER } from './auth.js';
-import { refusedCommands, type Principal } from './access.js';
-import type { AuthResult, Authenticator } from './authenticate.js';
-import { toProblem } from './problem.js';
+import { ForbiddenError } from '../../core/errors.js';
+import type { EvalCommandInput } from '../../core/types.js';
+import { BEARER } from './credentials.js';
+import { refusedCommands, type Principal } from './scopes.js';
+import type { AuthResult, Authenticator } from './jwt.js';
+import { toProblem } from '../http/problem.js';
 
 /** The app's authenticator, replaceable (a reload of the credentials); undefined when authentication is off. */
 export interface AuthenticatorHolder {
