@@ -6,15 +6,8 @@
  */
 export { buildServer, type BuildServerOptions } from './http/app.js';
 export { Lifecycle, type LifecycleState } from './process/lifecycle.js';
-export {
-  resolveSettings,
-  settingsWith,
-  DEFAULT_SETTINGS,
-  SETTINGS_ENV_VARS,
-  type ServerSettings,
-  type SettingsFlags,
-  type SettingsOverrides,
-} from './process/settings.js';
+export { settingsWith, DEFAULT_SETTINGS, type ServerSettings, type SettingsOverrides } from './process/settings.js';
+export { resolveSettings, SETTINGS_ENV_VARS, type SettingsFlags } from './process/resolve-settings.js';
 export { toProblem, PROBLEM_CONTENT_TYPE, PROBLEM_TYPES, type Problem } from './http/problem.js';
 export { createKeyChecker } from './access/credentials.js';
 export { createLogger } from './observe/logger.js';

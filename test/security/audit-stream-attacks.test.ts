@@ -22,7 +22,7 @@ import { SignJWT, exportJWK, generateKeyPair, type CryptoKey } from 'jose';
 import { pino, type Logger } from 'pino';
 import type { FastifyInstance } from 'fastify';
 import { buildServer } from '../../src/server/index.js';
-import { resolveSettings } from '../../src/server/process/settings.js';
+import { resolveSettings } from '../../src/server/process/resolve-settings.js';
 import { createStoreRegistry, loadConfiguration, type StoreRegistryWithStatus } from '../../src/config/index.js';
 import { createSandboxEvaluator } from '../../src/expressions/index.js';
 import type { ExpressionEvaluator } from '../../src/expressions/types.js';

@@ -8,7 +8,8 @@ import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { parseArgs } from 'node:util';
 import { findConfigFile, loadConfiguration } from '../../config/index.js';
-import { resolveSettings, type ServerSettings, type SettingsFlags } from '../../server/process/settings.js';
+import { resolveSettings, type SettingsFlags } from '../../server/process/resolve-settings.js';
+import type { ServerSettings } from '../../server/process/settings.js';
 import { parseArgsMessage, rejectPositionals } from '../args.js';
 import { processIO, type CommandIO } from '../io.js';
 

@@ -6,7 +6,7 @@
  */
 import { isAbsolute, resolve as resolvePath } from 'node:path';
 import { compileSetPattern, type Grant } from './scopes.js';
-import { fail, toBoolean, toInteger, toList, toText, type Source } from '../process/settings.js';
+import { fail, toBoolean, toInteger, toList, toText, type Source } from '../process/setting-values.js';
 
 export interface Credential extends Grant {
   /** Shown in the audit log as the subject. */

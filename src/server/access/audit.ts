@@ -5,10 +5,13 @@
  * set of each command, how many keys were answered and the status. Never a value, an override, a token or a
  * message: the line is built from the command's store and set only.
  */
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import fp from 'fastify-plugin';
 import { pino, type Logger } from 'pino';
 import { stdoutDestination } from '../observe/logger.js';
 import type { EvalCommandInput, StoreResolver } from '../../core/index.js';
 import type { AuditSettings } from './access-settings.js';
+import { ANONYMOUS } from './credentials.js';
 
 export interface AuditRecord {
   requestId: string;
@@ -73,4 +76,61 @@ export function auditCommands(body: unknown, defaultStore: string | undefined): 
     const set = c && typeof c.set === 'string' ? c.set.trim().replace(/^\/|\/$/g, '').slice(0, 500) : '';
     return { store, set };
   });
+}
+
+export interface AuditHooksOptions {
+  auditLogger: Logger;
+  /** Authentication is on (a request without a principal is then one that failed it). */
+  authOn: () => boolean;
+  defaultStore: string | undefined;
+}
+
+/**
+ * The audit: one line per request routed to a route marked `config: { audit: true }`, whatever its path's spelling
+ * (the route that served it decides, not the URL's text) and whatever its outcome. Written once (a per-request flag),
+ * at the first of: the response sent (onResponse), or the raw response closing before that (the client hung up: status
+ * 499, `ended: "client"`; a stream ended: its events, keys and why it ended). Installed before authentication, so a
+ * request refused there, or whose client hangs up while it is checked, has its line too.
+ */
+export const auditHooks = fp<AuditHooksOptions>(async (app, { auditLogger, authOn, defaultStore }) => {
+  const write = (request: FastifyRequest, reply: FastifyReply, closedEarly: boolean): void => {
+    if (request.cfguAudited) return;
+    request.cfguAudited = true;
+    auditLogger.info(auditRecord(request, reply, closedEarly, authOn(), defaultStore), 'audit');
+  };
+  app.addHook('onRequest', (request, reply, done) => {
+    if (request.routeOptions.config.audit) {
+      request.cfguAuditClient = request.ip;
+      const raw = reply.raw;
+      raw.once('close', () => write(request, reply, !raw.writableFinished));
+    }
+    done();
+  });
+  app.addHook('onResponse', (request, reply, done) => {
+    if (request.routeOptions.config.audit) write(request, reply, false);
+    done();
+  });
+});
+
+/** The audit line of a request. */
+function auditRecord(request: FastifyRequest, reply: FastifyReply, closedEarly: boolean, authOn: boolean, defaultStore: string | undefined): AuditRecord {
+  const principal = request.cfguPrincipal ?? (authOn ? null : ANONYMOUS);
+  const watch = request.cfguWatch;
+  const stream = watch?.kind === 'stream';
+  // A stream's status is the 200 it opened with; a request whose client hung up before its answer: 499.
+  const status = stream ? 200 : closedEarly ? 499 : reply.statusCode;
+  const ended = stream ? (watch.ended ?? 'client') : closedEarly ? 'client' : watch?.ended;
+  return {
+    requestId: request.id,
+    subject: principal?.subject ?? null,
+    auth: principal?.kind ?? null,
+    client: request.cfguAuditClient,
+    commands: auditCommands(request.body, defaultStore),
+    keys: stream ? watch.keys : status === 200 ? request.cfguKeys : 0,
+    status,
+    ...(request.cfguAuthFailure ? { reason: request.cfguAuthFailure } : {}),
+    ...(watch ? { watch: watch.kind } : {}),
+    ...(stream ? { events: watch.events, ms: Math.round(performance.now() - watch.opened) } : {}),
+    ...(ended ? { ended } : {}),
+  };
 }

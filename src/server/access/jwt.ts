@@ -1,44 +1,20 @@
 /**
- * Who a request is for. Three kinds of bearer credential, tried in this order:
- *   1. preshared keys (full access, as before scopes existed) and scoped tokens whose SHA-256 is in `.configu`: the
- *      presented token is hashed once and compared with every configured digest with crypto.timingSafeEqual, never
- *      stopping at the first match;
- *   2. a JWT (three base64url parts) when an issuer is configured: verified with `jose` against the issuer's JWKS
- *      (signature, allowed algorithms, iss, aud, exp, nbf with the configured clock skew), then mapped to grants by
- *      its claims. Verified tokens are remembered by their hash until they expire (a bounded LRU), so a client that
- *      sends the same token again costs a hash and a lookup, not a signature check.
- * A failure never says why to the client (one fixed 401); the reason goes to the log.
+ * JWT bearer credentials (./credentials.ts tries them after the preshared keys and scoped tokens): verified with
+ * `jose` against the issuer's JWKS (signature, allowed algorithms, iss, aud, exp, nbf with the configured clock skew),
+ * then mapped to grants by its claims. Verified tokens are remembered by their hash until they expire (a bounded
+ * LRU), so a client that sends the same token again costs a hash and a lookup, not a signature check.
  *
  * The JWKS is fetched by jose with a fetch of our own (jose's `customFetch`): the answer is read as a stream and
  * dropped as soon as it passes `jwksMaxBytes`, and a set of more than `jwksMaxKeys` keys is refused before jose sees
  * it. Either is a verification failure logged at error level, and the set fetched before (if any) stays in use.
  */
-import { timingSafeEqual } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { LRUCache } from 'lru-cache';
 import { createLocalJWKSet, createRemoteJWKSet, customFetch, jwtVerify, type FetchImplementation, type JWTPayload, type JWTVerifyGetKey } from 'jose';
 import { ConfigurationError } from '../../core/errors.js';
-import { BEARER, digest } from './credentials.js';
-import { compileGrant, type CompiledGrant, type Principal } from './scopes.js';
-import { NO_KEY_LABELS, type KeyLabels } from './key-labels.js';
+import { compileGrant, type AuthResult, type CompiledGrant, type Principal } from './scopes.js';
+import type { KeyLabels } from './key-labels.js';
 import type { JwtGrant, JwtSettings } from './access-settings.js';
-import type { ServerSettings } from '../process/settings.js';
-
-const JWT_SHAPE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
-
-export type AuthResult = { principal: Principal } | { reason: string; level?: 'warn' | 'error' };
-
-export interface Authenticator {
-  /** The principal for a raw Authorization header, or why there is none. Synchronous unless a JWT is verified. */
-  authenticate(authorization: string | undefined): AuthResult | Promise<AuthResult>;
-}
-
-interface Entry {
-  digest: Buffer;
-  principal: Principal;
-}
-
-export const ANONYMOUS: Principal = Object.freeze({ kind: 'anonymous', subject: null, identity: '', grants: 'all' }) as Principal;
 
 /** The value(s) a claim holds, by dotted path; a string holds each of its space-separated words (OAuth `scope`). */
 function claimValues(payload: JWTPayload, path: string): string[] {
@@ -136,11 +112,11 @@ export function cappedJwksFetch(maxBytes: number, maxKeys: number): FetchImpleme
   };
 }
 
-interface JwtVerifier {
+export interface JwtVerifier {
   verify(token: string, key: string): AuthResult | Promise<AuthResult>;
 }
 
-function createJwtVerifier(jwt: JwtSettings, keyLabels: KeyLabels): JwtVerifier {
+export function createJwtVerifier(jwt: JwtSettings, keyLabels: KeyLabels): JwtVerifier {
   let keys: JWTVerifyGetKey;
   if (jwt.jwksUrl) {
     keys = createRemoteJWKSet(new URL(jwt.jwksUrl), {
@@ -208,47 +184,6 @@ function createJwtVerifier(jwt: JwtSettings, keyLabels: KeyLabels): JwtVerifier 
         },
         (e: unknown) => joseReason(e),
       );
-    },
-  };
-}
-
-/**
- * The authenticator for the settings, or undefined when authentication is off. `keyLabels`: which labels the server's
- * own schemas give each key (key-labels.ts); without it, `labels` of a grant allow no key.
- */
-export function createAuthenticator(settings: ServerSettings, keyLabels: KeyLabels = NO_KEY_LABELS): Authenticator | undefined {
-  if (!settings.auth.enabled) return undefined;
-  const entries: Entry[] = [
-    ...settings.auth.presharedKeys.map((k, i): Entry => {
-      const d = digest(k);
-      // The identity keeps the sandbox's per-client queue name of before (a prefix of the key's digest).
-      return { digest: d, principal: { kind: 'preshared', subject: `preshared:${i + 1}`, identity: `key:${d.toString('base64url').slice(0, 22)}`, grants: 'all' } };
-    }),
-    ...settings.auth.credentials.map(
-      (c): Entry => ({
-        digest: Buffer.from(c.sha256, 'hex'),
-        principal: { kind: 'credential', subject: c.name, identity: `cred:${c.name}`, grants: [compileGrant(c, keyLabels)], metrics: c.metrics === true },
-      }),
-    ),
-  ];
-  const jwt = settings.auth.jwt ? createJwtVerifier(settings.auth.jwt, keyLabels) : undefined;
-
-  return {
-    authenticate(authorization) {
-      if (typeof authorization !== 'string') return { reason: 'no Authorization header' };
-      if (authorization.length > 8192) return { reason: 'Authorization header too long' };
-      const m = BEARER.exec(authorization);
-      if (!m) return { reason: 'not a bearer credential' };
-      const token = m[1]!;
-      const presented = digest(token);
-      let found: Principal | undefined;
-      for (const e of entries) {
-        // No early exit: every digest is compared.
-        if (timingSafeEqual(presented, e.digest)) found = e.principal;
-      }
-      if (found) return { principal: found };
-      if (jwt && JWT_SHAPE.test(token)) return jwt.verify(token, presented.toString('base64url'));
-      return { reason: 'unknown key or token' };
     },
   };
 }

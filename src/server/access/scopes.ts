@@ -42,6 +42,9 @@ export type Principal =
   | { kind: 'anonymous' | 'preshared'; subject: string | null; identity: string; grants: 'all' }
   | { kind: 'credential' | 'jwt'; subject: string; identity: string; grants: readonly CompiledGrant[]; metrics: boolean };
 
+/** Who a request is for, or why there is none (the reason and its log level are for the operator, never the client). */
+export type AuthResult = { principal: Principal } | { reason: string; level?: 'warn' | 'error' };
+
 /** Whether a principal may read `GET /metrics` when no metrics key is set: full access, or a grant that says so. */
 export const mayReadMetrics = (principal: Principal): boolean => principal.grants === 'all' || principal.metrics;
 

@@ -16,7 +16,7 @@ import { ForbiddenError } from '../../core/errors.js';
 import type { EvalCommandInput } from '../../core/types.js';
 import { BEARER } from './credentials.js';
 import { refusedCommands, type Principal } from './scopes.js';
-import type { AuthResult, Authenticator } from './jwt.js';
+import type { AuthResult, Authenticator } from './credentials.js';
 import { toProblem } from '../http/problem.js';
 
 /** The app's authenticator, replaceable (a reload of the credentials); undefined when authentication is off. */

@@ -14,7 +14,7 @@ import { createServer } from 'node:net';
 import { availableParallelism } from 'node:os';
 import type { Logger } from 'pino';
 import type { ServerSettings } from './settings.js';
-import { serveClusterMetrics } from '../observe/metrics.js';
+import { serveClusterMetrics } from '../observe/cluster-metrics.js';
 
 /** Messages from a worker to the primary. */
 export type WorkerMessage = { cfgu: 'ready'; port: number } | { cfgu: 'fatal'; message: string; code?: number };
