@@ -90,10 +90,10 @@ for (let i = 0; i < samples.length; i++) self.set(samples[i]!, (self.get(samples
 
 const GROUPS: Array<[string, RegExp]> = [
   ['metrics: prom-client', /node_modules\/prom-client\//],
-  ['metrics: src/server/metrics.ts, metric-cells.ts', /src\/server\/(metrics|metric-cells)\.ts/],
+  ['metrics: src/server/observe/metrics.ts, metric-cells.ts, metric-sources.ts, cluster-metrics.ts', /src\/server\/observe\/(metrics|metric-cells|metric-sources|cluster-metrics)\.ts/],
   ['traces: @opentelemetry (SDK, exporter)', /node_modules\/@opentelemetry\//],
-  ['traces: src/server/tracing.ts', /src\/server\/tracing\.ts/],
-  ['observe.ts (hooks and wrappers of both)', /src\/server\/observe\.ts/],
+  ['traces: src/server/observe/tracing.ts', /src\/server\/observe\/tracing\.ts/],
+  ['observation.ts, request-hooks.ts, observed-engine.ts (hooks and wrappers of both)', /src\/server\/observe\/(observation|request-hooks|observed-engine)\.ts/],
   ['async_hooks (context propagation)', /node:async_hooks|async_local_storage|async_hooks/],
 ];
 const byGroup = new Map<string, number>();

@@ -1,12 +1,12 @@
 // What the OpenTelemetry SDK itself costs for the spans of one traced 10-key export (W10: the request, its command,
-// its store read and its sandbox job, with the attributes src/server/observe.ts gives them), with no server around
+// its store read and its sandbox job, with the attributes src/server/observe/observed-engine.ts gives them), with no server around
 // it: CPU time per request in a process that only makes spans, in four variants, each in a fresh process, rounds
 // alternating:
 //   spans only        the tracer provider with no span processor: start, attributes, end
 //   batched, dropped  + the batch span processor (the specification's defaults), its exporter throwing batches away
 //   protobuf          + OTLP/HTTP export, protobuf (cfgu's default), to bench/otlp-sink.mjs (a process of its own)
 //   JSON              + OTLP/HTTP export, JSON, to the same sink
-// The provider is made as src/server/tracing.ts makes it (resource, parent-based always-on sampler, batch processor,
+// The provider is made as src/server/observe/tracing.ts makes it (resource, parent-based always-on sampler, batch processor,
 // the exporter packages cfgu loads). Compare the figures with a W10 request's CPU time (bench/observability.mjs,
 // "W10 CPU ms/request"): the first two rows are the part of tracing no encoding or transport choice can remove.
 //

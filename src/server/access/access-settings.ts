@@ -1,8 +1,9 @@
 /**
  * The access-control part of the proxy settings: scoped credentials, JWT verification, the audit log and rate
- * limits. Read by resolveSettings (settings.ts) from `interface.proxy` of `.configu` and `CONFIGU_*` variables;
- * every value is validated here, at start-up (the section's shape, unknown properties included, is checked before
- * by setting-rules.ts). Only settings.ts imports this module's values (others import types).
+ * limits. Read by resolveSettings (../process/resolve-settings.ts) from `interface.proxy` of `.configu` and
+ * `CONFIGU_*` variables; every value is validated here, at start-up (the section's shape, unknown properties
+ * included, is checked before by ../process/setting-rules.ts). Only ../process/resolve-settings.ts and the defaults of ../process/settings.ts
+ * import this module's values (others import types).
  */
 import { isAbsolute, resolve as resolvePath } from 'node:path';
 import { compileSetPattern, type Grant } from './scopes.js';
@@ -97,7 +98,7 @@ export const DEFAULT_JWKS_MAX_KEYS = 100;
 export const DEFAULT_AUDIT: AuditSettings = { enabled: true, file: undefined };
 export const DEFAULT_RATE_LIMIT: RateLimitSettings = { enabled: false, max: 600, windowSeconds: 60, redisUrl: undefined, redisPrefix: 'cfgu:rate-limit:' };
 
-/** Reads one setting: its raw value and source from the environment or the file (settings.ts's `pick`). */
+/** Reads one setting: its raw value and source from the environment or the file (resolve-settings.ts's `pick`). */
 export type Pick = (envName: string, filePath: string[]) => [unknown, Source] | undefined;
 
 const NAME = /^[A-Za-z0-9._:@-]{1,64}$/;
@@ -132,7 +133,7 @@ function readGrant(obj: Record<string, unknown>, source: Source): Grant {
   return grant;
 }
 
-/** Credentials (their shape is already checked: a list of objects with known properties, see setting-rules.ts). */
+/** Credentials (their shape is already checked: a list of objects with known properties, see ../process/setting-rules.ts). */
 function readCredentials(raw: unknown, source: Source): Credential[] {
   const names = new Set<string>();
   const hashes = new Set<string>();

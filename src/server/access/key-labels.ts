@@ -6,7 +6,7 @@
  * when at least one server-held schema declares the key and every server-held schema that declares it gives it L.
  * Schemas that disagree therefore grant only what they all agree on. A schema named by URL is not fetched (a warning
  * says so); a schema file that cannot be read or checked stops start-up. The request path only looks keys up in the
- * sets each grant is compiled with (access.ts).
+ * sets each grant is compiled with (./scopes.ts).
  */
 import { basename, dirname } from 'node:path';
 import { labelsOf } from '../../core/index.js';

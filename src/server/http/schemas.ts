@@ -92,7 +92,7 @@ export const exportBodySchema = {
   minItems: 1,
   description: 'A pipeline: the commands run in order, each receiving the previous result; the last result is exported.',
   items: { $ref: 'EvalCommand#' },
-  // Valid JSON Schema for the validator; /docs shows the named `exportBodyExamples` instead (docs-ui.ts).
+  // Valid JSON Schema for the validator; /docs shows the named `exportBodyExamples` instead (./docs-ui.ts).
   examples: [exportBodyExamples.exampleStore.value],
 } as const;
 

@@ -12,7 +12,7 @@
  * override, a key name, a header or a client address.
  *
  * No context manager is installed: the parent of every span is passed explicitly down the request path
- * (./observe.ts), which costs nothing per request beyond the spans themselves, and a request its sampler leaves out
+ * (./observation.ts), which costs nothing per request beyond the spans themselves, and a request its sampler leaves out
  * gets no child span, wrapper or context at all.
  */
 import { SpanKind, SpanStatusCode, propagation, trace, type Context, type Span, type Tracer } from '@opentelemetry/api';

@@ -64,141 +64,163 @@ export function inheritedRequestLines(): boolean | undefined {
 }
 
 export async function runPrimary(settings: ServerSettings, log: Logger): Promise<number> {
-  const count = settings.workers;
-  // Request lines as SIGUSR2 last set them (the configured default until then): what every new worker starts with.
-  let requestLines = settings.log.enabled;
   const pinned = settings.http.port === 0 ? await pickPort(settings.http.host) : undefined;
-  const graceMs = settings.shutdown.gracePeriodSeconds * 1000;
-  const everReady = new Set<number>();
-  let serverReady = false;
-  let stopping = false;
-  let exitCode = 0;
-  let streak = 0;
-  let lastDeath = 0;
-  const pendingRespawns = new Set<NodeJS.Timeout>();
+  return new Promise<number>((resolve) => new Primary(settings, log, pinned, resolve).start());
+}
 
-  return new Promise<number>((resolve) => {
-    const finishIfDone = () => {
-      if (stopping && Object.keys(cluster.workers ?? {}).length === 0) resolve(exitCode);
-    };
+/** The primary's state: its workers, the respawn backoff, and whether it is stopping. */
+class Primary {
+  private readonly count: number;
+  /** Request lines as SIGUSR2 last set them (the configured default until then): what every new worker starts with. */
+  private requestLines: boolean;
+  private readonly graceMs: number;
+  private readonly everReady = new Set<number>();
+  private serverReady = false;
+  private stopping = false;
+  private exitCode = 0;
+  private streak = 0;
+  private lastDeath = 0;
+  private readonly pendingRespawns = new Set<NodeJS.Timeout>();
+  /**
+   * Sandbox children per worker, unless the operator chose (CONFIGU_EXPRESSION_WORKERS): share the cores between the
+   * workers, so the whole server runs about one sandbox process per core. Measured on 2 cores (bench/RESULTS.md): 2
+   * workers x 1 child served the 10-key workload ~15% faster than 2 x 2, with less memory.
+   */
+  private readonly sandboxPerWorker: string;
 
-    const stopAll = (reason: string, code: number) => {
-      if (stopping) {
-        // A Ctrl-C during the workers' drain ends it: passed on, each worker stops draining.
-        if (reason === 'SIGINT') for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGINT');
-        return;
-      }
-      stopping = true;
-      exitCode = code;
-      for (const t of pendingRespawns) clearTimeout(t);
-      pendingRespawns.clear();
-      log.info({ reason }, 'shutting down: stopping workers');
-      // Each worker drains after SIGTERM (docs/server.md); a Ctrl-C, or a failed start-up, stops them without a drain.
-      const signal = reason === 'SIGTERM' ? 'SIGTERM' : 'SIGINT';
-      for (const w of Object.values(cluster.workers ?? {})) w?.process.kill(signal);
-      const hard = setTimeout(() => {
-        for (const w of Object.values(cluster.workers ?? {})) {
-          log.warn({ worker: w?.process.pid }, 'worker still running after the grace period: killing it');
-          w?.process.kill('SIGKILL');
-        }
-      }, graceMs + (reason === 'SIGTERM' ? settings.shutdown.drainSeconds * 1000 : 0) + 3000);
-      hard.unref();
-      finishIfDone();
-    };
+  constructor(
+    private readonly settings: ServerSettings,
+    private readonly log: Logger,
+    private readonly pinned: number | undefined,
+    private readonly resolve: (code: number) => void,
+  ) {
+    this.count = settings.workers;
+    this.requestLines = settings.log.enabled;
+    this.graceMs = settings.shutdown.gracePeriodSeconds * 1000;
+    this.sandboxPerWorker = String(Math.max(1, Math.round(availableParallelism() / this.count)));
+  }
 
-    // Sandbox children per worker, unless the operator chose (CONFIGU_EXPRESSION_WORKERS): share the cores between
-    // the workers, so the whole server runs about one sandbox process per core. Measured on 2 cores (bench/RESULTS.md):
-    // 2 workers x 1 child served the 10-key workload ~15% faster than 2 x 2, with less memory.
-    const sandboxPerWorker = String(Math.max(1, Math.round(availableParallelism() / count)));
-    const fork = (): Worker => {
-      const w = cluster.fork({
-        CFGU_CLUSTER_WORKER: '1',
-        [REQUEST_LINES_ENV]: requestLines ? 'on' : 'off',
-        ...(process.env.CONFIGU_EXPRESSION_WORKERS ? {} : { CONFIGU_EXPRESSION_WORKERS: sandboxPerWorker }),
-        ...(pinned !== undefined ? { [CLUSTER_PORT_ENV]: String(pinned) } : {}),
-      });
-      if (serverReady) log.info({ worker: w.process.pid }, 'replacement worker started');
-      w.on('message', (msg: unknown) => {
-        if (!isWorkerMessage(msg)) return;
-        if (msg.cfgu === 'ready') {
-          everReady.add(w.id);
-          if (!serverReady && everReady.size >= count) {
-            serverReady = true;
-            log.info({ workers: count, port: msg.port }, 'ready');
-          } else if (serverReady) {
-            log.info({ worker: w.process.pid, port: msg.port }, 'replacement worker ready');
-          }
-        } else if (msg.cfgu === 'fatal') {
-          if (!serverReady) {
-            // The first start-up: the failure is the same in every worker, so say it once and stop.
-            if (!stopping) {
-              process.stderr.write(`${msg.message}\n`);
-              stopAll('a worker failed to start', msg.code ?? 1);
-            }
-          } else {
-            // The server has served: keep the others serving, and keep trying (the 'exit' handler respawns).
-            log.error({ worker: w.process.pid, reason: msg.message }, 'a replacement worker failed to start');
-          }
-        }
-      });
-      return w;
-    };
-
-    const respawnLater = () => {
-      const now = Date.now();
-      streak = now - lastDeath > RESPAWN_CALM_MS ? 1 : streak + 1;
-      lastDeath = now;
-      const delay = respawnDelay(streak);
-      // Not unref'd: while every worker is dead, this timer is what keeps the primary alive.
-      const t = setTimeout(() => {
-        pendingRespawns.delete(t);
-        if (!stopping) fork();
-      }, delay);
-      pendingRespawns.add(t);
-      return delay;
-    };
-
-    cluster.on('exit', (w, code, signal) => {
-      const wasReady = everReady.has(w.id);
-      everReady.delete(w.id);
-      if (stopping) {
-        finishIfDone();
-        return;
-      }
-      if (!wasReady && !serverReady && code !== 0) {
-        // Died during the first start-up. Its 'fatal' message (if any) may still be in flight on the IPC channel:
-        // give it a moment, then stop with a generic line if none came.
-        setTimeout(() => {
-          if (stopping) return finishIfDone();
-          process.stderr.write(`cfgu serve: a worker exited during start-up (code ${code ?? signal}); stopping\n`);
-          stopAll('a worker failed to start', 1);
-        }, 200);
-        return;
-      }
-      const delay = respawnLater();
-      log.warn(
-        { worker: w.process.pid, code, signal, wasReady, alive: Object.keys(cluster.workers ?? {}).length, respawnInMs: delay },
-        'worker died: starting a replacement',
-      );
-    });
-
-    process.on('SIGTERM', () => stopAll('SIGTERM', 0));
-    process.on('SIGINT', () => stopAll('SIGINT', 0));
+  start(): void {
+    cluster.on('exit', (w, code, signal) => this.exited(w, code, signal));
+    process.on('SIGTERM', () => this.stopAll('SIGTERM', 0));
+    process.on('SIGINT', () => this.stopAll('SIGINT', 0));
     // Credentials reloaded (src/cli/serve.ts): each worker reads .configu again itself.
     process.on('SIGHUP', () => {
       for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGHUP');
     });
-    // Request lines on/off (logger.ts): every worker switches its own; workers forked later start with the new state.
+    // Request lines on/off (observe/logger.ts): every worker switches its own; workers forked later start with the new state.
     process.on('SIGUSR2', () => {
-      requestLines = !requestLines;
+      this.requestLines = !this.requestLines;
       for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGUSR2');
     });
-
     // GET /metrics on any worker answers for all of them: the primary gathers and adds up their metrics.
-    if (settings.metrics.enabled) serveClusterMetrics();
-    log.info({ workers: count }, 'starting workers');
-    for (let i = 0; i < count; i++) fork();
-  });
+    if (this.settings.metrics.enabled) serveClusterMetrics();
+    this.log.info({ workers: this.count }, 'starting workers');
+    for (let i = 0; i < this.count; i++) this.fork();
+  }
+
+  private finishIfDone(): void {
+    if (this.stopping && Object.keys(cluster.workers ?? {}).length === 0) this.resolve(this.exitCode);
+  }
+
+  private stopAll(reason: string, code: number): void {
+    if (this.stopping) {
+      // A Ctrl-C during the workers' drain ends it: passed on, each worker stops draining.
+      if (reason === 'SIGINT') for (const w of Object.values(cluster.workers ?? {})) w?.process.kill('SIGINT');
+      return;
+    }
+    this.stopping = true;
+    this.exitCode = code;
+    for (const t of this.pendingRespawns) clearTimeout(t);
+    this.pendingRespawns.clear();
+    this.log.info({ reason }, 'shutting down: stopping workers');
+    // Each worker drains after SIGTERM (docs/server.md); a Ctrl-C, or a failed start-up, stops them without a drain.
+    const signal = reason === 'SIGTERM' ? 'SIGTERM' : 'SIGINT';
+    for (const w of Object.values(cluster.workers ?? {})) w?.process.kill(signal);
+    const hard = setTimeout(() => {
+      for (const w of Object.values(cluster.workers ?? {})) {
+        this.log.warn({ worker: w?.process.pid }, 'worker still running after the grace period: killing it');
+        w?.process.kill('SIGKILL');
+      }
+    }, this.graceMs + (reason === 'SIGTERM' ? this.settings.shutdown.drainSeconds * 1000 : 0) + 3000);
+    hard.unref();
+    this.finishIfDone();
+  }
+
+  private fork(): Worker {
+    const w = cluster.fork({
+      CFGU_CLUSTER_WORKER: '1',
+      [REQUEST_LINES_ENV]: this.requestLines ? 'on' : 'off',
+      ...(process.env.CONFIGU_EXPRESSION_WORKERS ? {} : { CONFIGU_EXPRESSION_WORKERS: this.sandboxPerWorker }),
+      ...(this.pinned !== undefined ? { [CLUSTER_PORT_ENV]: String(this.pinned) } : {}),
+    });
+    if (this.serverReady) this.log.info({ worker: w.process.pid }, 'replacement worker started');
+    w.on('message', (msg: unknown) => {
+      if (isWorkerMessage(msg)) this.message(w, msg);
+    });
+    return w;
+  }
+
+  private message(w: Worker, msg: WorkerMessage): void {
+    if (msg.cfgu === 'ready') {
+      this.everReady.add(w.id);
+      if (!this.serverReady && this.everReady.size >= this.count) {
+        this.serverReady = true;
+        this.log.info({ workers: this.count, port: msg.port }, 'ready');
+      } else if (this.serverReady) {
+        this.log.info({ worker: w.process.pid, port: msg.port }, 'replacement worker ready');
+      }
+    } else if (msg.cfgu === 'fatal') {
+      if (!this.serverReady) {
+        // The first start-up: the failure is the same in every worker, so say it once and stop.
+        if (!this.stopping) {
+          process.stderr.write(`${msg.message}\n`);
+          this.stopAll('a worker failed to start', msg.code ?? 1);
+        }
+      } else {
+        // The server has served: keep the others serving, and keep trying (the 'exit' handler respawns).
+        this.log.error({ worker: w.process.pid, reason: msg.message }, 'a replacement worker failed to start');
+      }
+    }
+  }
+
+  private respawnLater(): number {
+    const now = Date.now();
+    this.streak = now - this.lastDeath > RESPAWN_CALM_MS ? 1 : this.streak + 1;
+    this.lastDeath = now;
+    const delay = respawnDelay(this.streak);
+    // Not unref'd: while every worker is dead, this timer is what keeps the primary alive.
+    const t = setTimeout(() => {
+      this.pendingRespawns.delete(t);
+      if (!this.stopping) this.fork();
+    }, delay);
+    this.pendingRespawns.add(t);
+    return delay;
+  }
+
+  private exited(w: Worker, code: number | null, signal: string | null): void {
+    const wasReady = this.everReady.has(w.id);
+    this.everReady.delete(w.id);
+    if (this.stopping) {
+      this.finishIfDone();
+      return;
+    }
+    if (!wasReady && !this.serverReady && code !== 0) {
+      // Died during the first start-up. Its 'fatal' message (if any) may still be in flight on the IPC channel:
+      // give it a moment, then stop with a generic line if none came.
+      setTimeout(() => {
+        if (this.stopping) return this.finishIfDone();
+        process.stderr.write(`cfgu serve: a worker exited during start-up (code ${code ?? signal}); stopping\n`);
+        this.stopAll('a worker failed to start', 1);
+      }, 200);
+      return;
+    }
+    const delay = this.respawnLater();
+    this.log.warn(
+      { worker: w.process.pid, code, signal, wasReady, alive: Object.keys(cluster.workers ?? {}).length, respawnInMs: delay },
+      'worker died: starting a replacement',
+    );
+  }
 }
 
 /** In a worker: tell the primary. */

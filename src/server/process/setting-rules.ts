@@ -4,8 +4,8 @@
  * `unknown property "prot" (did you mean "port"? allowed here: ...)`, at any depth (credentials and JWT grants
  * included).
  *
- * The values themselves (ranges, URLs, patterns) are checked by the parsers of settings.ts and access-settings.ts,
- * because the same setting may come from a flag or an environment variable (a string to convert) and the message
+ * The values themselves (ranges, URLs, patterns) are checked by the parsers of setting-values.ts and
+ * ../access/access-settings.ts, because the same setting may come from a flag or an environment variable (a string to convert) and the message
  * names the source it came from; here a leaf accepts any value.
  */
 import * as z from 'zod';

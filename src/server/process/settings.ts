@@ -39,7 +39,7 @@ export interface ServerSettings {
     idleTimeoutMs: number;
     /**
      * Most connections one client address may hold open at once (per server process); 0: no cap. Undefined: a quarter
-     * of what the open-file limit leaves for connections (src/server/connections.ts).
+     * of what the open-file limit leaves for connections (src/server/process/connections.ts).
      */
     maxConnectionsPerClient: number | undefined;
   };
@@ -89,7 +89,7 @@ export interface ServerSettings {
   };
   /** Processes serving the port (node:cluster); 1 runs in-process. */
   workers: number;
-  /** Watching for changes (SSE streams and long polls on POST /export; src/server/watch.ts). */
+  /** Watching for changes (SSE streams and long polls on POST /export; src/server/watch/). */
   watch: WatchSettings;
 }
 

@@ -5,7 +5,7 @@
  * Start-up:  load .configu (fatal on error) -> settings (fatal on error) -> build app -> listen (fatal on error)
  *            -> stores init (a store without a backup is retried with backoff until it answers once; /ready stays
  *            503 meanwhile) -> ready. Readiness never goes back for a store outage after that (docs/server.md).
- * Shutdown:  /ready 503 at once -> after SIGTERM, keep listening and serving for the drain period (not after SIGINT)
+ * Shutdown (./shutdown.ts): /ready 503 at once -> after SIGTERM, keep listening and serving for the drain period (not after SIGINT)
  *            -> keep serving until no request is in flight (at most half the grace period, 5 s at most) -> stop listening, close idle keep-alive connections, let in-flight requests finish -> close
  *            stores and the sandbox -> exit 0. When the grace period runs out, remaining connections are cut and
  *            the process exits anyway.
@@ -29,6 +29,7 @@ import type { ServerSettings } from './settings.js';
 import { loadKeyLabels, type KeyLabels } from '../access/key-labels.js';
 import { startTracing } from '../observe/tracing.js';
 import { defaultConnectionsPerClient, guardConnections, openFileLimits, RESERVED_FILES } from './connections.js';
+import { createShutdown, sleep } from './shutdown.js';
 
 /** A limit for the log: a number, or 'unlimited'. */
 const finite = (n: number): number | 'unlimited' => (Number.isFinite(n) ? n : 'unlimited');
@@ -144,8 +145,6 @@ export interface StartHooks {
   onReady?: () => void;
 }
 
-const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms).unref());
-
 /** Start one serving process from prepared configuration. Throws ConfigurationError / listen errors at start-up. */
 export async function startServer(prepared: Prepared, hooks: StartHooks = {}, logger?: Logger): Promise<RunningServer> {
   const { settings, configuration, evaluator } = prepared;
@@ -171,14 +170,7 @@ export async function startServer(prepared: Prepared, hooks: StartHooks = {}, lo
   let app: FastifyInstance;
   try {
     app = await buildServer({ registry, configuration, evaluator, settings, logger: log, lifecycle, ...(prepared.keyLabels ? { keyLabels: prepared.keyLabels } : {}) });
-    let lastRefusalLog = 0;
-    guardConnections(app.server, files ? files.soft - RESERVED_FILES : undefined, perClient, (client) => {
-      // At most one line every 10 s: a client that keeps opening connections must not flood the log.
-      const now = Date.now();
-      if (now - lastRefusalLog < 10_000) return;
-      lastRefusalLog = now;
-      log.warn({ client, maxConnectionsPerClient: perClient }, 'connection refused: the client already holds its share of connections');
-    });
+    capConnections(app, files, perClient, log);
     // Node's default accept queue (511) overflows when hundreds of clients cut at the same tick reconnect at once; the
     // kernel then drops new connections, probes included, for a 1 s SYN retry. The kernel caps this at somaxconn.
     await app.listen({ port: listenPort, host: settings.http.host, backlog: 4096 });
@@ -188,102 +180,73 @@ export async function startServer(prepared: Prepared, hooks: StartHooks = {}, lo
   }
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : settings.http.port;
-  log.info(
-    {
-      host: settings.http.host,
-      port,
-      tls: settings.http.tls.enabled,
-      auth: settings.auth.enabled,
-      stores: registry.names(),
-      node: process.versions.node,
-      sandbox: describeSandboxBuild(),
-      sqlite: describeSqliteBuild(),
-      // What the process may open (the soft limit, raised by Node to the hard one) and each client's share.
-      ...(files ? { openFiles: finite(files.soft), openFilesHard: finite(files.hard) } : {}),
-      maxConnectionsPerClient: perClient,
-      // The ceiling of the caches' estimated memory (limits.cacheMemoryMb; default from the heap limit).
-      cacheMemoryMb: settings.limits.cacheMemoryMb,
-    },
-    'listening; initialising stores',
-  );
+  log.info(listeningLine(settings, port, registry, files, perClient), 'listening; initialising stores');
 
-  let resolveDone!: (code: number) => void;
-  const done = new Promise<number>((r) => (resolveDone = r));
-  let shuttingDown: Promise<number> | undefined;
-
-  let endDrain: (() => void) | undefined;
-  const shutdown = (reason: string, exitCode = 0): Promise<number> => {
-    if (shuttingDown) {
-      // A Ctrl-C (or any later stop) during the drain ends the drain now; the rest of the shutdown is unchanged.
-      if (reason !== 'SIGTERM') endDrain?.();
-      return shuttingDown;
-    }
-    lifecycle.beginShutdown();
-    const graceMs = settings.shutdown.gracePeriodSeconds * 1000;
-    // SIGTERM (an orchestrator, a load balancer's host) drains: the server keeps listening and serving, not ready, for
-    // drainSeconds, so traffic routed to it before the balancer noticed is still answered. SIGINT (a terminal's
-    // Ctrl-C) and fatal paths stop at once.
-    const drainMs = reason === 'SIGTERM' ? settings.shutdown.drainSeconds * 1000 : 0;
-    log.info(
-      { reason, inflight: lifecycle.inflight, drainSeconds: drainMs / 1000, graceSeconds: settings.shutdown.gracePeriodSeconds },
-      'shutting down: not ready',
-    );
-    let forced = false;
-    let deadline: NodeJS.Timeout | undefined;
-    shuttingDown = (async () => {
-      if (drainMs > 0) {
-        await new Promise<void>((resolve) => {
-          const timer = setTimeout(resolve, drainMs);
-          endDrain = () => {
-            clearTimeout(timer);
-            resolve();
-          };
-        });
-        endDrain = undefined;
-        log.info({ inflight: lifecycle.inflight }, 'drain over: no longer accepting connections');
-      }
-      deadline = setTimeout(() => {
-        forced = true;
-        log.warn({ inflight: lifecycle.inflight }, 'grace period over: closing the remaining connections');
-        app.server.closeAllConnections?.();
-      }, graceMs);
-      deadline.unref();
-      // Keep answering (with `Connection: close`) until nothing is in flight, so /ready reports 503 to whoever asks.
-      await lifecycle.whenIdle(Math.min(graceMs / 2, 5000));
-      await Promise.race([app.close(), sleep(graceMs + 1000)]);
-      await Promise.race([Promise.allSettled([registry.close(), evaluator.close(), tracing?.shutdown()]), sleep(2000)]);
-      clearTimeout(deadline);
-      log.info({ forced }, 'stopped');
-      resolveDone(exitCode);
-      return exitCode;
-    })();
-    return shuttingDown;
-  };
-
-  // Stores: initialised after listening, so /ready says 503 while they connect. Ready once every store without a
-  // backup has answered once: a replica that cannot reach its database (wrong password, network) never takes
-  // traffic, while a store with a backup can answer from it. Afterwards an outage does not turn readiness off (every
-  // replica would leave the load balancer at once): requests to that store get 503, or its backup.
-  void (async () => {
-    let delay = 500;
-    for (;;) {
-      if (lifecycle.stopping) return;
-      await registry.init(); // never rejects: a store it cannot reach is logged and counted in awaiting()
-      if (lifecycle.stopping) return;
-      const waiting = registry.awaiting();
-      if (!waiting.length) {
-        lifecycle.markReady();
-        log.info({ port }, 'ready');
-        hooks.onReady?.();
-        return;
-      }
-      log.warn({ stores: waiting, retryInSeconds: delay / 1000 }, 'not ready: waiting for stores without a backup to answer');
-      await sleep(delay);
-      delay = Math.min(delay * 2, 30_000);
-    }
-  })();
-
+  const { done, shutdown } = createShutdown({
+    app,
+    lifecycle,
+    settings,
+    log,
+    closeResources: () => Promise.allSettled([registry.close(), evaluator.close(), tracing?.shutdown()]),
+  });
+  void initialiseStores(registry, lifecycle, log, port, hooks);
   return { app, lifecycle, done, shutdown: (reason) => shutdown(reason) };
+}
+
+/** Connections capped in all (what the open-file limit leaves) and per client; a refusal logged at most every 10 s. */
+function capConnections(app: FastifyInstance, files: { soft: number } | undefined, perClient: number, log: Logger): void {
+  let lastRefusalLog = 0;
+  guardConnections(app.server, files ? files.soft - RESERVED_FILES : undefined, perClient, (client) => {
+    // At most one line every 10 s: a client that keeps opening connections must not flood the log.
+    const now = Date.now();
+    if (now - lastRefusalLog < 10_000) return;
+    lastRefusalLog = now;
+    log.warn({ client, maxConnectionsPerClient: perClient }, 'connection refused: the client already holds its share of connections');
+  });
+}
+
+/** The fields of the `listening` line. */
+function listeningLine(settings: ServerSettings, port: number, registry: StoreRegistryWithStatus, files: { soft: number; hard: number } | undefined, perClient: number) {
+  return {
+    host: settings.http.host,
+    port,
+    tls: settings.http.tls.enabled,
+    auth: settings.auth.enabled,
+    stores: registry.names(),
+    node: process.versions.node,
+    sandbox: describeSandboxBuild(),
+    sqlite: describeSqliteBuild(),
+    // What the process may open (the soft limit, raised by Node to the hard one) and each client's share.
+    ...(files ? { openFiles: finite(files.soft), openFilesHard: finite(files.hard) } : {}),
+    maxConnectionsPerClient: perClient,
+    // The ceiling of the caches' estimated memory (limits.cacheMemoryMb; default from the heap limit).
+    cacheMemoryMb: settings.limits.cacheMemoryMb,
+  };
+}
+
+/**
+ * Stores: initialised after listening, so /ready says 503 while they connect. Ready once every store without a
+ * backup has answered once: a replica that cannot reach its database (wrong password, network) never takes traffic,
+ * while a store with a backup can answer from it. Afterwards an outage does not turn readiness off (every replica
+ * would leave the load balancer at once): requests to that store get 503, or its backup.
+ */
+async function initialiseStores(registry: StoreRegistryWithStatus, lifecycle: Lifecycle, log: Logger, port: number, hooks: StartHooks): Promise<void> {
+  let delay = 500;
+  for (;;) {
+    if (lifecycle.stopping) return;
+    await registry.init(); // never rejects: a store it cannot reach is logged and counted in awaiting()
+    if (lifecycle.stopping) return;
+    const waiting = registry.awaiting();
+    if (!waiting.length) {
+      lifecycle.markReady();
+      log.info({ port }, 'ready');
+      hooks.onReady?.();
+      return;
+    }
+    log.warn({ stores: waiting, retryInSeconds: delay / 1000 }, 'not ready: waiting for stores without a backup to answer');
+    await sleep(delay);
+    delay = Math.min(delay * 2, 30_000);
+  }
 }
 
 function listenError(e: unknown, settings: ServerSettings, port: number): unknown {
