@@ -7,8 +7,8 @@
 import { createHash } from 'node:crypto';
 import { createServer } from 'node:http';
 import { SignJWT, exportJWK, generateKeyPair } from 'jose';
-import { createAuthenticator, type AuthResult } from '../src/server/authenticate.js';
-import { resolveSettings } from '../src/server/settings.js';
+import { createAuthenticator, type AuthResult } from '../src/server/access/credentials.js';
+import { resolveSettings } from '../src/server/process/resolve-settings.js';
 
 const { privateKey, publicKey } = await generateKeyPair('RS256');
 const jwks = { keys: [{ ...(await exportJWK(publicKey)), kid: 'k', alg: 'RS256' }] };

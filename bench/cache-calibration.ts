@@ -11,7 +11,7 @@
  * characters per entry, measured bytes per entry, estimated bytes per entry and the ratio estimate / measured (the
  * estimates are meant to be at or above 1: a ceiling computed from them holds).
  */
-import { BODY_RECORD_DEPTH } from '../src/server/body-cache.js';
+import { BODY_RECORD_DEPTH } from '../src/server/http/body/body-cache.js';
 import { CacheBudget, estimateBodyBytes, estimateSchemaBytes, estimateStaticBytes, estimateAnswerBytes } from '../src/core/cache-budget.js';
 import { compiledBytes } from '../src/expressions/isolate/compile.js';
 import { validatorBytes } from '../src/expressions/isolate/json-schema.js';

@@ -6,8 +6,8 @@ import { loadConfiguration } from '../src/config/index.js';
 import { createStoreRegistry } from '../src/stores/index.js';
 import { createSandboxEvaluator } from '../src/expressions/index.js';
 import { buildServer, settingsWith } from '../src/server/index.js';
-import { createLogger, REDACT_PATHS } from '../src/server/logger.js';
-import { startTracing } from '../src/server/tracing.js';
+import { createLogger, REDACT_PATHS } from '../src/server/observe/logger.js';
+import { startTracing } from '../src/server/observe/tracing.js';
 
 const v = JSON.parse(process.argv[2]!) as { config: string; port: number; metrics: boolean; tracing?: string; protocol?: string; log: 'off' | 'sync' | 'async'; probes?: boolean };
 

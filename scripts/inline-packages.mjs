@@ -15,7 +15,7 @@
 //
 // A package stays external when bundling would change what it does (a native addon: its `.node` file is loaded by
 // the package itself), or when it is only loaded on demand and large (the etcd client and gRPC). Packages loaded by a
-// name computed at run time (the OpenTelemetry SDK, src/server/tracing.ts) are not seen by esbuild and stay in
+// name computed at run time (the OpenTelemetry SDK, src/server/observe/tracing.ts) are not seen by esbuild and stay in
 // node_modules anyway.
 import { builtinModules } from 'node:module';
 import { readFile } from 'node:fs/promises';
@@ -28,7 +28,7 @@ export const KEEP_EXTERNAL = [
   { match: /^better-sqlite3(-node\d+)?(\/|$)/, why: 'native addon' },
   // Loaded only when a .configu declares an etcd store; its gRPC stack reads .proto files and is large.
   { match: /^(etcd3|@grpc\/.*)(\/|$)/, why: 'loaded on demand' },
-  // One copy of the OpenTelemetry API with the SDK, which is loaded from node_modules (src/server/tracing.ts): the API
+  // One copy of the OpenTelemetry API with the SDK, which is loaded from node_modules (src/server/observe/tracing.ts): the API
   // keeps its global state per copy of the module's code only through version-keyed globals, and one copy is simpler.
   { match: /^@opentelemetry\//, why: 'the SDK it works with is loaded from node_modules' },
 ];

@@ -4,7 +4,7 @@
  */
 import { EXIT_OK, EXIT_USAGE } from '../core/error-catalogue.js';
 import { processIO, type CommandIO } from './io.js';
-import { version } from '../server/version.js';
+import { version } from '../server/process/version.js';
 import { describeSandboxBuild } from '../expressions/isolated-vm.js';
 
 export interface SubCommand {

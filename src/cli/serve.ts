@@ -5,9 +5,9 @@
  */
 import cluster from 'node:cluster';
 import type { Logger } from 'pino';
-import { inheritedRequestLines, runPrimary, notifyPrimary } from '../server/cluster.js';
-import { createLogger, toggleRequestLines } from '../server/logger.js';
-import { formatStartupError, load, startServer, withSandbox, type Loaded, type RunningServer, type ServeInput } from '../server/start.js';
+import { inheritedRequestLines, runPrimary, notifyPrimary } from '../server/process/cluster.js';
+import { createLogger, toggleRequestLines } from '../server/observe/logger.js';
+import { formatStartupError, load, startServer, withSandbox, type Loaded, type RunningServer, type ServeInput } from '../server/process/start.js';
 import { EXIT_FAILED, EXIT_OK, EXIT_USAGE, exitCodeFor } from '../core/error-catalogue.js';
 import { parseFlags, rejectPositionals } from './args.js';
 import { errorLines, flagErrorLines, UsageError } from './errors.js';

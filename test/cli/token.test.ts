@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { pino, type Logger } from 'pino';
 import YAML from 'yaml';
 import { buildServer } from '../../src/server/index.js';
-import { resolveSettings } from '../../src/server/settings.js';
+import { resolveSettings } from '../../src/server/process/resolve-settings.js';
 import { loadConfiguration } from '../../src/config/index.js';
 import { createStoreRegistry } from '../../src/stores/index.js';
 import { removeTempDirs, runCli, tempDir, write } from './helpers.js';

@@ -28,7 +28,7 @@ import {
   ValidationError,
   type ErrorCode,
 } from '../../src/core/index.js';
-import { toProblem } from '../../src/server/problem.js';
+import { toProblem } from '../../src/server/http/problem.js';
 import { exitCodeOf } from '../../src/cli/errors.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../..');

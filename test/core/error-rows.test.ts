@@ -29,7 +29,7 @@ import {
   ValidationError,
   type ErrorCode,
 } from '../../src/core/index.js';
-import { toProblem, unauthorizedReply, type ProblemReply } from '../../src/server/problem.js';
+import { toProblem, unauthorizedReply, type ProblemReply } from '../../src/server/http/problem.js';
 import { errorLines, exitCodeOf } from '../../src/cli/errors.js';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -255,13 +255,6 @@ test('an error whose code belongs to another class gets the row\'s status, type 
   });
   assert.deepEqual(errorLines('eval', new CfguError(ErrorCodes.VALIDATION_FAILED, 'two\nlines')), ['cfgu eval: two; lines']);
   assert.equal(exitCodeOf(new CfguError(ErrorCodes.VALIDATION_FAILED, 'x')), 1);
-});
-
-test('the JSON parser\'s refusals, as plain errors carrying the code, get the BodyRefusedError answers', () => {
-  for (const code of [ErrorCodes.UNSUPPORTED_CHARSET, ErrorCodes.FORBIDDEN_PROPERTY] as const) {
-    const plain = Object.assign(new Error('refused'), { statusCode: code === ErrorCodes.UNSUPPORTED_CHARSET ? 415 : 400, code });
-    assert.deepEqual(toProblem(plain, 'r'), cases[code].reply, code);
-  }
 });
 
 test('the 401 of the API: the row of CFGU_UNAUTHORIZED, whatever the reason', () => {

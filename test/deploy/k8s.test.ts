@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import YAML from 'yaml';
 import { buildServer, Lifecycle, settingsWith } from '../../src/server/index.js';
-import { SETTINGS_ENV_VARS, resolveSettings } from '../../src/server/settings.js';
+import { SETTINGS_ENV_VARS, resolveSettings } from '../../src/server/process/resolve-settings.js';
 import { ENV_OPTIONS } from '../../src/expressions/index.js';
 import { loadConfiguration } from '../../src/config/index.js';
 import { commands } from '../../src/cli/main.js';

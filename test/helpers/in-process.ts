@@ -5,7 +5,7 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import type { TestContext } from 'node:test';
-import { prepare, startServer, type RunningServer } from '../../src/server/start.js';
+import { prepare, startServer, type RunningServer } from '../../src/server/process/start.js';
 import { captureLog, ONE_SANDBOX_CHILD } from '../server/helpers.js';
 
 type Stoppable = ChildProcess | { child: ChildProcess } | { stop(): Promise<unknown> };

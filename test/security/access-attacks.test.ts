@@ -19,7 +19,7 @@ import { pino, type Logger } from 'pino';
 import { SignJWT, exportJWK, generateKeyPair, type CryptoKey, type JWK } from 'jose';
 import type { FastifyInstance, LightMyRequestResponse } from 'fastify';
 import { buildServer } from '../../src/server/index.js';
-import { load, type Loaded } from '../../src/server/start.js';
+import { load, type Loaded } from '../../src/server/process/start.js';
 import { loadConfiguration } from '../../src/config/index.js';
 import { createStoreRegistry, type StoreRegistry } from '../../src/stores/index.js';
 import { ConfigurationError } from '../../src/core/index.js';

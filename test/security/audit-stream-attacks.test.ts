@@ -22,7 +22,7 @@ import { SignJWT, exportJWK, generateKeyPair, type CryptoKey } from 'jose';
 import { pino, type Logger } from 'pino';
 import type { FastifyInstance } from 'fastify';
 import { buildServer } from '../../src/server/index.js';
-import { resolveSettings } from '../../src/server/settings.js';
+import { resolveSettings } from '../../src/server/process/resolve-settings.js';
 import { loadConfiguration } from '../../src/config/index.js';
 import { createStoreRegistry, type StoreRegistryWithStatus } from '../../src/stores/index.js';
 import { createSandboxEvaluator } from '../../src/expressions/index.js';

@@ -1,8 +1,8 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { BodyCache } from '../../src/server/body-cache.js';
+import { BodyCache } from '../../src/server/http/body/body-cache.js';
 import { CacheBudget, estimateBodyBytes } from '../../src/core/cache-budget.js';
-import { rememberPasses } from '../../src/server/body-validation.js';
+import { rememberPasses } from '../../src/server/http/body/body-validation.js';
 import { isDeepFrozen } from '../../src/core/index.js';
 
 const body = (n: number, pad = 300) => JSON.stringify([{ schema: { keys: { [`K${n}`]: { description: 'x'.repeat(pad) } } } }]);

@@ -13,7 +13,7 @@ import type { FastifyInstance } from 'fastify';
 import { CacheBudget, cacheBudget, defaultCacheMemoryMb, type CacheMember } from '../../src/core/cache-budget.js';
 import { ConfigurationError } from '../../src/core/errors.js';
 import { buildServer, settingsWith } from '../../src/server/index.js';
-import { resolveSettings } from '../../src/server/settings.js';
+import { resolveSettings } from '../../src/server/process/resolve-settings.js';
 import { loadConfiguration } from '../../src/config/index.js';
 import { createStoreRegistry, type StoreRegistry } from '../../src/stores/index.js';
 import { ChildStatics, StaticRegistry, childRecord, childStaticBytes, encodeWire, lineFor } from '../../src/expressions/wire/job-wire.js';
@@ -92,7 +92,7 @@ describe('the budget', () => {
     assert.equal(defaultCacheMemoryMb(256 * MiB), 64);
     assert.equal(defaultCacheMemoryMb(512 * MiB), 128);
     assert.equal(defaultCacheMemoryMb(4144 * MiB), 128);
-    const script = "import('./src/server/settings.ts').then((m) => console.log(m.resolveSettings({}).limits.cacheMemoryMb))";
+    const script = "import('./src/server/process/resolve-settings.ts').then((m) => console.log(m.resolveSettings({}).limits.cacheMemoryMb))";
     for (const [heap, expected] of [[256, 64], [400, 100]] as const) {
       const r = spawnSync(process.execPath, [`--max-old-space-size=${heap}`, '--import', 'tsx', '-e', script], { cwd: ROOT, encoding: 'utf8' });
       assert.equal(r.status, 0, r.stderr);

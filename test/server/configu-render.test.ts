@@ -4,7 +4,7 @@ import assert from 'node:assert/strict';
 import { mkdtempSync, writeFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { prepare, renderConfigu } from '../../src/server/start.js';
+import { prepare, renderConfigu } from '../../src/server/process/start.js';
 import { createSandboxEvaluator, type SandboxOptions } from '../../src/expressions/index.js';
 import { ONE_SANDBOX_CHILD } from './helpers.js';
 

@@ -10,7 +10,7 @@ import { connect, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { call, killChildren, postJson, removeTempDirs, serveOnFreePort, tempDir, writeJson } from './helpers.js';
 import { waitFor } from '../helpers/wait.js';
-import { defaultConnectionsPerClient, openFileLimits, RESERVED_FILES } from '../../src/server/connections.js';
+import { defaultConnectionsPerClient, openFileLimits, RESERVED_FILES } from '../../src/server/process/connections.js';
 
 after(removeTempDirs);
 afterEach(killChildren);

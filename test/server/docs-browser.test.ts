@@ -19,8 +19,8 @@ import { loadConfiguration } from '../../src/config/index.js';
 import { createStoreRegistry, type StoreRegistry } from '../../src/stores/index.js';
 import { createSandboxEvaluator } from '../../src/expressions/index.js';
 import type { ExpressionEvaluator } from '../../src/core/ports.js';
-import { exportResponseExample } from '../../src/server/schemas.js';
-import { DOCS_TITLE } from '../../src/server/docs-ui.js';
+import { exportResponseExample } from '../../src/server/http/schemas.js';
+import { DOCS_TITLE } from '../../src/server/http/docs-ui.js';
 import { ROOT } from './helpers.js';
 
 const NAMES = ['chromium', 'chromium-browser', 'google-chrome-stable', 'google-chrome'];

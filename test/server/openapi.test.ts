@@ -16,7 +16,7 @@ import { createStoreRegistry, type StoreRegistry } from '../../src/stores/index.
 import { createSandboxEvaluator } from '../../src/expressions/index.js';
 import type { ExpressionEvaluator } from '../../src/core/ports.js';
 import { removeTempDirs, ROOT, tempDir, writeJson } from './helpers.js';
-import { exportBodySchema } from '../../src/server/schemas.js';
+import { exportBodySchema } from '../../src/server/http/schemas.js';
 import { assertValidJsonSchema } from '../helpers/meta-schema.js';
 
 const servers: Array<{ app: FastifyInstance; registry: StoreRegistry }> = [];

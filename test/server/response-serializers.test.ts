@@ -3,7 +3,7 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import Fastify from 'fastify';
 import SerializerSelector from '@fastify/fast-json-stringify-compiler';
-import { lazySerializerFactory } from '../../src/server/response-serializers.js';
+import { lazySerializerFactory } from '../../src/server/http/response-serializers.js';
 
 test('nothing is compiled at start-up; each serializer once, on its first response, with the schema applied', async () => {
   const compiled: string[] = [];

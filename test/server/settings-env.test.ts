@@ -6,7 +6,7 @@
 import { describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { ConfigurationError } from '../../src/core/errors.js';
-import { resolveSettings } from '../../src/server/settings.js';
+import { resolveSettings } from '../../src/server/process/resolve-settings.js';
 
 const FILE = '/srv/app/.configu';
 const fileSettings = {

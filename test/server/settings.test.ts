@@ -5,7 +5,7 @@ import { writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
 import { join } from 'node:path';
 import { ConfigurationError } from '../../src/core/errors.js';
-import { resolveSettings } from '../../src/server/settings.js';
+import { resolveSettings } from '../../src/server/process/resolve-settings.js';
 import { removeTempDirs, tempDir } from './helpers.js';
 import { defaultCacheMemoryMb } from '../../src/core/cache-budget.js';
 

@@ -14,7 +14,7 @@ import { gunzipSync } from 'node:zlib';
 import { join } from 'node:path';
 import { waitFor } from '../helpers/wait.js';
 import { killChildren, postJson, removeTempDirs, serveOnFreePort, tempDir, waitForStatus, writeJson } from './helpers.js';
-import { samplerFromEnv, startTracing, tracesProtocol, tracesUrl, tracingRequested } from '../../src/server/tracing.js';
+import { samplerFromEnv, startTracing, tracesProtocol, tracesUrl, tracingRequested } from '../../src/server/observe/tracing.js';
 import { readTraceRequest, type OtlpSpan, type OtlpTraceRequest } from '../../bench/otlp.mjs';
 
 const API_KEY = 'api-key-trace-0123456789';

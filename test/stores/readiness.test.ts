@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
 import pino from 'pino';
-import { prepare, startServer, type RunningServer } from '../../src/server/start.js';
+import { prepare, startServer, type RunningServer } from '../../src/server/process/start.js';
 import { ONE_SANDBOX_CHILD } from '../server/helpers.js';
 
 const dirs: string[] = [];

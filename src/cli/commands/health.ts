@@ -7,7 +7,8 @@
 import { request as httpRequest } from 'node:http';
 import { request as httpsRequest } from 'node:https';
 import { findConfigFile, loadConfiguration } from '../../config/index.js';
-import { resolveSettings, type ServerSettings, type SettingsFlags } from '../../server/settings.js';
+import { resolveSettings, type SettingsFlags } from '../../server/process/resolve-settings.js';
+import type { ServerSettings } from '../../server/process/settings.js';
 import { EXIT_FAILED, EXIT_OK, EXIT_USAGE } from '../../core/error-catalogue.js';
 import { parseFlags, rejectPositionals } from '../args.js';
 import { errorLines, flagError, flagErrorLines, UsageError } from '../errors.js';

@@ -5,7 +5,7 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import YAML from 'yaml';
-import { resolveSettings } from '../../server/settings.js';
+import { resolveSettings } from '../../server/process/resolve-settings.js';
 import { GLOBAL_HELP, list, parseCommandLine, rejectPositionals, str } from '../args.js';
 import { EXIT_OK, EXIT_USAGE, flagError } from '../errors.js';
 import { processIO, type CommandIO } from '../io.js';

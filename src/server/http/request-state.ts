@@ -1,0 +1,63 @@
+/**
+ * What the app hangs on Fastify's objects, with its types: `app.cfgu` (the lifecycle, the settings, the watch hub and
+ * the credentials' reload) and the fields every request carries (who it is for, what its audit line says). Declared
+ * at the root, so that every route plugin and hook sees them.
+ */
+import fp from 'fastify-plugin';
+import type { Principal } from '../access/scopes.js';
+import type { KeyLabels } from '../access/key-labels.js';
+import type { Lifecycle } from '../process/lifecycle.js';
+import type { ServerSettings } from '../process/settings.js';
+import type { WatchHub } from '../watch/hub.js';
+import { answerConnect, answerExpectation } from './client-errors.js';
+
+export interface CfguState {
+  lifecycle: Lifecycle;
+  settings: ServerSettings;
+  watch: WatchHub;
+  /**
+   * Replace the credentials (preshared keys, scoped tokens, JWT settings) without a restart: new requests use
+   * them at once, and every open stream and held long poll is checked against them now (one whose credential is
+   * gone or out of scope ends). Authentication must stay on. Throws ConfigurationError for unusable settings.
+   */
+  replaceCredentials(auth: ServerSettings['auth'], keyLabels?: KeyLabels): void;
+}
+
+declare module 'fastify' {
+  interface FastifyInstance {
+    cfgu: CfguState;
+  }
+  interface FastifyRequest {
+    /** Who the request is for (set by authentication; null until then, or when it failed). */
+    cfguPrincipal: Principal | null;
+    /** Why authentication failed (for the audit line). */
+    cfguAuthFailure: string | null;
+    /** How many keys the export answered. */
+    cfguKeys: number;
+    /** The request's audit line is written (once per request). */
+    cfguAudited: boolean;
+    /** The client's address as the request arrived (a socket the client closed has none any more). */
+    cfguAuditClient: string;
+  }
+  interface FastifyContextConfig {
+    /** The route reads values: every request routed to it leaves exactly one audit line. */
+    audit?: boolean;
+  }
+}
+
+/**
+ * `app.cfgu`, the request fields, and the server's answers to what Node handles before Fastify (`Expect` other than
+ * 100-continue, CONNECT). The watch hub closes with the app.
+ */
+export const requestState = fp<{ state: CfguState }>(async (app, { state }) => {
+  app.decorate('cfgu', state);
+  app.addHook('onClose', () => state.watch.close());
+  app.server.on('checkExpectation', answerExpectation);
+  app.server.on('connect', answerConnect);
+  app.decorateRequest('cfguPrincipal', null);
+  app.decorateRequest('cfguAuthFailure', null);
+  app.decorateRequest('cfguKeys', 0);
+  app.decorateRequest('cfguAudited', false);
+  app.decorateRequest('cfguAuditClient', '');
+  app.decorateRequest('cfguWatch', null);
+});

@@ -1,0 +1,352 @@
+/**
+ * Watching `POST /export` for changes: conditional requests (ETag / If-None-Match, ./etags.ts), long polls
+ * (`Prefer: wait=N`, ./long-poll.ts) and Server-Sent Events streams (`Accept: text/event-stream`, ./streams.ts). The
+ * rules are described in docs/server.md, "Watching for changes".
+ *
+ * One WatchHub per process. Watchers of the same pipeline (the same request body) from the same client (the identity
+ * the sandbox queues by: credential, JWT subject, preshared key, or address without authentication) share one
+ * `Pipeline` (./pipeline.ts): it is evaluated once at first, then once per change notice (notices within `debounceMs`
+ * coalesced), and each of that client's watchers gets the result. Nothing evaluated for one client is handed to
+ * another, and no client can learn that another watches the same body: pipelines are keyed by client and body.
+ *
+ * A watcher obeys its credential for its whole life (../access/watch-credentials.ts): a stream ends with an `end`
+ * event, a held long poll is answered 401 or 403, when the token expires, is no longer accepted, or its scope no
+ * longer covers the pipeline. Each watcher's answer is kept once per pipeline as the bytes of its SSE event
+ * (./state.ts), never copied per stream. Each store a watched pipeline reads has one change feed per process
+ * (ResolvedStore.watch, or a periodic re-evaluation every `pollMs` for a kind without one); a notice re-evaluates only
+ * the pipelines that read one of the notice's sets (a set or one of its descendants: a pipeline of set `prod/eu` reads
+ * `prod` and the root).
+ */
+import { createHash } from 'node:crypto';
+import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
+import { exportPipelineJson, noticeConcerns } from '../../core/index.js';
+import { StoreUnavailableError } from '../../core/errors.js';
+import type { EvalCommandInput } from '../../core/types.js';
+import { requestContext, type ExpressionEvaluator } from '../../core/ports.js';
+import type { ChangeFeed, ChangeListener, StoreResolver } from '../../core/ports.js';
+import { cacheBudget, type CacheMember } from '../../core/cache-budget.js';
+import type { WatchCredential } from '../access/watch-credentials.js';
+import { httpProblem, toProblem } from '../http/problem.js';
+import type { Engine, WatchEndReason } from '../observe/observation.js';
+import type { Lifecycle } from '../process/lifecycle.js';
+import type { ServerSettings } from '../process/settings.js';
+import { etagOf, sendAnswer, sendProblemText as sendProblem } from './etags.js';
+import { holdPoll, preferredWait } from './long-poll.js';
+import { Pipeline, type PipelineOwner } from './pipeline.js';
+import { bodyOf, problemState, type ProblemState, type State, type Stream } from './state.js';
+import { Streams, wantsStream } from './streams.js';
+
+export type { WatchRecord } from './state.js';
+
+interface StoreFeed {
+  feed: ChangeFeed;
+  pipelines: Set<Pipeline>;
+}
+
+/** Metrics and traces of watch work (../observe/observation.ts): evaluations counted and traced, stream ends counted. */
+export interface WatchObserver {
+  watchEvaluation<T>(commands: readonly EvalCommandInput[], watchers: number, run: (engine: Engine) => Promise<T>): Promise<T>;
+  watchStreamEnded(reason: WatchEndReason): void;
+}
+
+export interface WatchHubOptions {
+  registry: StoreResolver;
+  evaluator?: ExpressionEvaluator;
+  settings: ServerSettings;
+  lifecycle: Lifecycle;
+  log: FastifyBaseLogger;
+  observer?: WatchObserver;
+}
+
+/** A scoped credential's view of an error (e.g. an unknown store's list cut to the stores it may name). */
+export type ErrorScope = (e: unknown) => unknown;
+
+/** What the route knows of a watch request: for whom it runs, its error scope, and its credential (auth on). */
+export interface WatchContext {
+  /** The client identity: the sandbox queue, the pipeline key, and the per-client watcher count. */
+  client: string;
+  /** A scoped credential's view of an error (the plain request's). */
+  scope?: ErrorScope;
+  /** The request's credential, checked again for the watch's whole life; undefined without authentication. */
+  credential?: WatchCredential;
+}
+
+export class WatchHub implements PipelineOwner {
+  readonly registry: StoreResolver;
+  readonly evaluator: ExpressionEvaluator | undefined;
+  readonly settings: ServerSettings;
+  readonly stats = { evaluations: 0, notices: 0 };
+  closed = false;
+  private readonly lifecycle: Lifecycle;
+  private readonly log: FastifyBaseLogger;
+  private readonly observer: WatchObserver | undefined;
+  private readonly pipelines = new Map<string, Pipeline>();
+  private readonly feeds = new Map<string, StoreFeed>();
+  private readonly streams: Streams;
+  /** Watchers (and watchers being set up) per client identity. */
+  private readonly perClient = new Map<string, number>();
+  private reserved = 0;
+
+  constructor(options: WatchHubOptions) {
+    this.registry = options.registry;
+    this.evaluator = options.evaluator;
+    this.settings = options.settings;
+    this.lifecycle = options.lifecycle;
+    this.log = options.log;
+    this.observer = options.observer;
+    const observer = options.observer;
+    this.streams = new Streams(options.settings.watch, observer ? (reason) => observer.watchStreamEnded(reason) : undefined);
+    this.lifecycle.onStopping(() => this.drain());
+    this.unregister = cacheBudget.register(this.member);
+  }
+
+  /**
+   * The answers the pipelines hold, counted against the process's cache ceiling (core/cache-budget.ts) as `watch`:
+   * each pipeline's current event bytes (an answer that pipelines of several clients share is counted once for each,
+   * an upper bound). None is evictable: a pipeline is dropped as soon as nobody watches it, so every answer held is
+   * one a watcher needs; over the ceiling, the other caches make room.
+   */
+  private heldBytes = 0;
+  private readonly member: CacheMember = {
+    name: 'watch',
+    bytes: () => this.heldBytes,
+    entries: () => this.pipelines.size,
+    evictOne: () => false,
+  };
+  private readonly unregister: () => void;
+
+  /** A pipeline's answer went from `before` to `after` (undefined: none). */
+  held(before: State | undefined, after: State | undefined): void {
+    this.heldBytes += (after ? after.frame.length + 200 : 0) - (before ? before.frame.length + 200 : 0);
+    if (after) cacheBudget.settle();
+  }
+
+  /** One evaluation for watchers: through the observer (counted, traced) when there is one. */
+  evaluate(commands: readonly EvalCommandInput[], client: string, watchers: number): ReturnType<typeof exportPipelineJson> {
+    const run = (engine: Engine) => exportPipelineJson(commands, engine, { context: requestContext(client), limits: this.settings.limits });
+    if (this.observer) return this.observer.watchEvaluation(commands, watchers, run);
+    return run({ stores: this.registry, ...(this.evaluator ? { expressions: this.evaluator } : {}) });
+  }
+
+  /** Streams plus held long polls (and watchers being set up). */
+  get watchers(): number {
+    return this.reserved;
+  }
+
+  /** The watchers one client holds (tests). */
+  watchersOf(client: string): number {
+    return this.perClient.get(client) ?? 0;
+  }
+
+  /** Pipelines kept (tests: one per client and body). */
+  get pipelineCount(): number {
+    return this.pipelines.size;
+  }
+
+  /** A pipeline is waiting for its debounce or being evaluated (tests: nothing pending after an unrelated change). */
+  get pending(): boolean {
+    for (const p of this.pipelines.values()) if (p.debouncer.pending) return true;
+    return false;
+  }
+
+  /** The request asks to watch: an event stream, or a long poll (`Prefer: wait=N` with `If-None-Match`). */
+  wants(request: FastifyRequest): boolean {
+    if (wantsStream(request.headers.accept)) return true;
+    return this.waitOf(request) !== undefined;
+  }
+
+  private waitOf(request: FastifyRequest): number | undefined {
+    if (!request.headers['if-none-match']) return undefined;
+    const wait = preferredWait(request.headers.prefer, this.settings.watch.maxWaitSeconds);
+    return wait !== undefined && wait > 0 ? wait : undefined;
+  }
+
+  problemState(e: unknown, message: string): ProblemState {
+    return problemState(this.log, e, message);
+  }
+
+  /** Send `state` to a stream once its credential is checked again (../access/watch-credentials.ts). */
+  deliver(s: Stream, state: State): void {
+    this.streams.guarded(s, () => this.streams.send(s, state));
+  }
+
+  /**
+   * Serve a watch request (the route checked auth, the body, its limits and its scope already). `context.scope`
+   * rewrites an error the way the plain request would.
+   */
+  async serve(request: FastifyRequest, reply: FastifyReply, commands: EvalCommandInput[], context: WatchContext): Promise<FastifyReply> {
+    const { client, scope, credential } = context;
+    const stream = wantsStream(request.headers.accept);
+    const wait = this.waitOf(request);
+    if (this.lifecycle.stopping || this.closed) {
+      if (stream) return sendProblem(reply, 503, JSON.stringify(httpProblem(503, 'the server is shutting down; reconnect to another replica')), { 'retry-after': '1' });
+      return this.answerOnce(request, reply, commands, client);
+    }
+    const max = this.settings.watch.maxWatchers;
+    if (this.reserved >= max) {
+      const body = httpProblem(503, `this server already serves its maximum of ${max} watchers; retry later or elsewhere`);
+      return sendProblem(reply, 503, JSON.stringify(body), { 'retry-after': '5' });
+    }
+    // Each client's share: one client holding its maximum leaves the rest of the server's watchers to the others.
+    const perClient = this.settings.watch.maxWatchersPerClient;
+    const held = this.perClient.get(client) ?? 0;
+    if (held >= perClient) {
+      const body = httpProblem(429, `this client already holds its maximum of ${perClient} watchers (streams and long polls); close one, or retry later`);
+      return sendProblem(reply, 429, JSON.stringify(body), { 'retry-after': '5' });
+    }
+    this.reserved++;
+    this.perClient.set(client, held + 1);
+    let released = false;
+    const release = () => {
+      if (released) return;
+      released = true;
+      this.reserved--;
+      const n = (this.perClient.get(client) ?? 1) - 1;
+      if (n > 0) this.perClient.set(client, n);
+      else this.perClient.delete(client);
+    };
+    const pipeline = this.pipelineFor(commands, client);
+    const first = pipeline.state === undefined;
+    try {
+      await pipeline.first;
+    } catch {
+      /* evaluate() never rejects */
+    }
+    const state = pipeline.state!;
+    // The credential may have expired (or been removed) while the first answer was evaluated: answered as a plain
+    // request would be now.
+    const verdict = credential ? await credential.check() : true;
+    if (verdict !== true) {
+      release();
+      this.forget(pipeline);
+      return sendProblem(reply, verdict.status, verdict.text, verdict.headers);
+    }
+    if (this.lifecycle.stopping || this.closed || (first && state.kind === 'problem') || (!stream && state.kind === 'problem')) {
+      release();
+      this.forget(pipeline);
+      if (state.kind === 'problem') {
+        const scoped = scope && state.error !== undefined ? scope(state.error) : state.error;
+        if (scoped !== state.error) {
+          const { problem, headers } = toProblem(scoped, 'watch');
+          return sendProblem(reply, problem.status, JSON.stringify(problem), headers ?? {});
+        }
+        return sendProblem(reply, state.status, state.text, state.headers);
+      }
+      request.cfguKeys = state.keys;
+      return sendAnswer(request, reply, bodyOf(state), state.etag, state.backupStores);
+    }
+    const done = () => {
+      release();
+      this.forget(pipeline);
+    };
+    if (stream) return this.streams.start(request, reply, pipeline, state, credential, done);
+    await holdPoll({ request, reply, pipeline, state, wait: wait!, credential, done });
+    return reply;
+  }
+
+  /** A watch request while shutting down: one plain answer (a long poll answers at once). */
+  private async answerOnce(request: FastifyRequest, reply: FastifyReply, commands: EvalCommandInput[], client: string): Promise<FastifyReply> {
+    const { text: body, keys, backupStores } = await this.evaluate(commands, client, 0);
+    request.cfguKeys = keys;
+    return sendAnswer(request, reply, body, etagOf(body), backupStores);
+  }
+
+  /** The pipeline of this client and body (never another client's: its answers and its timing are that client's). */
+  private pipelineFor(commands: EvalCommandInput[], client: string): Pipeline {
+    const key = createHash('sha256').update(client).update('\0').update(JSON.stringify(commands)).digest('base64url');
+    let p = this.pipelines.get(key);
+    if (!p) {
+      p = new Pipeline(this, key, commands, client);
+      this.pipelines.set(key, p);
+      for (const store of p.reads.keys()) this.feedOf(store).pipelines.add(p);
+    }
+    return p;
+  }
+
+  /** Drop a pipeline nobody watches any more, and the store feeds no pipeline needs. */
+  private forget(p: Pipeline): void {
+    if (p.watchers > 0 || this.pipelines.get(p.key) !== p) return;
+    if (p.state === undefined) return; // its first evaluation is still running for another request
+    p.stop();
+    this.pipelines.delete(p.key);
+    this.held(p.state, undefined);
+    for (const store of p.reads.keys()) {
+      const f = this.feeds.get(store);
+      if (!f) continue;
+      f.pipelines.delete(p);
+      if (!f.pipelines.size) {
+        this.feeds.delete(store);
+        void f.feed.close().catch(() => undefined);
+      }
+    }
+  }
+
+  private feedOf(name: string): StoreFeed {
+    let f = this.feeds.get(name);
+    if (f) return f;
+    const pipelines = new Set<Pipeline>();
+    const listener: ChangeListener = {
+      change: (notice) => {
+        this.stats.notices++;
+        for (const p of pipelines) if (noticeConcerns(p.reads.get(name), notice)) p.debouncer.schedule();
+      },
+      error: (error) => {
+        const state = this.problemState(new StoreUnavailableError(name, error?.message ?? String(error)), 'store change feed failed');
+        for (const p of pipelines) p.tell(state);
+      },
+    };
+    let feed: ChangeFeed | undefined;
+    const store = this.registry.resolve(name);
+    if (store.watch) {
+      try {
+        feed = store.watch(listener);
+      } catch (e) {
+        this.log.warn({ store: name, err: { message: (e as Error)?.message } }, 'store change feed could not start; polling instead');
+      }
+    }
+    if (!feed) {
+      // No feed for this kind: evaluate the watched pipelines again periodically (a change shows within pollMs).
+      const timer = setInterval(() => listener.change({}), this.settings.watch.pollMs);
+      timer.unref();
+      feed = { close: async () => clearInterval(timer) };
+    }
+    f = { feed, pipelines };
+    this.feeds.set(name, f);
+    return f;
+  }
+
+  /**
+   * Check every watcher's credential again now (the app's credentials were reloaded): streams whose credential is
+   * gone or out of scope end, such long polls are answered 401 or 403.
+   */
+  recheck(): void {
+    this.streams.recheck();
+    for (const p of [...this.pipelines.values()]) for (const poll of [...p.polls]) poll.recheck();
+  }
+
+  /** Shutdown began: end every stream (clients reconnect elsewhere) and answer every long poll with 304 now. */
+  drain(): void {
+    this.streams.drain();
+    for (const p of this.pipelines.values()) {
+      for (const poll of [...p.polls]) {
+        poll.record.ended ??= 'shutdown';
+        poll.finish('unchanged');
+      }
+    }
+  }
+
+  /** Stop everything: streams, polls, timers, store feeds. */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.drain();
+    this.closed = true;
+    this.streams.stopHeartbeat();
+    for (const p of this.pipelines.values()) p.stop();
+    this.pipelines.clear();
+    this.heldBytes = 0;
+    this.unregister();
+    const feeds = [...this.feeds.values()];
+    this.feeds.clear();
+    await Promise.allSettled(feeds.map((f) => f.feed.close()));
+  }
+}
