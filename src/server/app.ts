@@ -18,7 +18,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import Fastify, { LogController, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
+import Fastify, { LogController, errorCodes, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
 import cors from '@fastify/cors';
 import swagger from '@fastify/swagger';
 import swaggerUi from '@fastify/swagger-ui';
@@ -41,6 +41,7 @@ import { Lifecycle } from './lifecycle.js';
 import { BodyCache } from './body-cache.js';
 import { cacheBudget } from '../core/cache-budget.js';
 import { MAX_BODY_NESTING, nestsDeeperThan } from './body-depth.js';
+import { BodyParseError, LARGE_BODY, parseLargeBody } from './body-parse.js';
 import { FORBIDDEN_PROPERTY, UNSUPPORTED_CHARSET, httpProblem, problem, PROBLEM_CONTENT_TYPE, PROBLEM_TYPES, toProblem, type Problem } from './problem.js';
 import {
   cfguSchema,
@@ -250,6 +251,17 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     if (typeof body === 'string' && nestsDeeperThan(body, MAX_BODY_NESTING)) {
       return done(new LimitError(`the request body nests more than ${MAX_BODY_NESTING} arrays or objects inside one another; the limit is ${MAX_BODY_NESTING}`), undefined);
     }
+    const forbidden = () => Object.assign(new Error('forbidden prototype property'), { statusCode: 400, code: FORBIDDEN_PROPERTY });
+    if (typeof body === 'string' && body.length > LARGE_BODY) {
+      // Parsed and frozen in slices of the event loop, so that no other request waits for it (body-parse.ts).
+      parseLargeBody(body, defaultJsonParser, request)
+        .then((value) => bodies.addInSlices(body, value))
+        .then(
+          (value) => done(null, value),
+          (e) => done(e instanceof BodyParseError ? (e.kind === 'forbidden' ? forbidden() : new errorCodes.FST_ERR_CTP_INVALID_JSON_BODY()) : e, undefined),
+        );
+      return;
+    }
     defaultJsonParser(request, body, (error, value) => {
       if (error && typeof body === 'string') {
         let validJson = false;
@@ -259,7 +271,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
         } catch {
           /* really malformed */
         }
-        if (validJson) return done(Object.assign(new Error('forbidden prototype property'), { statusCode: 400, code: FORBIDDEN_PROPERTY }), undefined);
+        if (validJson) return done(forbidden(), undefined);
       }
       done(error, error || typeof body !== 'string' ? value : bodies.add(body, value));
     });
