@@ -27,6 +27,20 @@ export const SLICE_MS = 4;
  */
 let resumedAt = 0;
 
+/** Turns of the loop given away so far (tests wait on it: a request is being worked on in slices). */
+let turns = 0;
+
+/** How many turns of the event loop sliced work has given away in this process. */
+export function turnsGiven(): number {
+  return turns;
+}
+
+async function giveWay(): Promise<void> {
+  turns++;
+  await nextTurn();
+  resumedAt = performance.now();
+}
+
 /** True at a checkpoint when the loop has been held SLICE_MS or more since a slice last gave it away. */
 function sliceSpent(): boolean {
   return performance.now() - resumedAt >= SLICE_MS;
@@ -45,17 +59,11 @@ export async function runInSlices<T>(steps: Steps<T>): Promise<T> {
   for (;;) {
     const r = steps.next();
     if (r.done) return r.value;
-    if (sliceSpent()) {
-      await nextTurn();
-      resumedAt = performance.now();
-    }
+    if (sliceSpent()) await giveWay();
   }
 }
 
 /** A checkpoint of async work: gives the loop a turn when the slice is spent (see runInSlices). */
 export async function checkpoint(): Promise<void> {
-  if (sliceSpent()) {
-    await nextTurn();
-    resumedAt = performance.now();
-  }
+  if (sliceSpent()) await giveWay();
 }
