@@ -4,10 +4,12 @@
 // latencies during the run, each deep request's time and status, and the server's resident memory at the end.
 //
 //   node bench/deep-bodies.mjs [--bodies 6] [--depth 400000] [--bin PATH]
-//   node bench/deep-bodies.mjs --shape keys [--keys 10000] [--bodies 6] [--bin PATH]
+//   node bench/deep-bodies.mjs --shape keys [--keys 10000] [--commands 1] [--bodies 6] [--bin PATH] [--probe-ms 50]
 //
 // --shape keys sends wide bodies instead: one command declaring --keys keys with a default each (distinct per body),
-// the other large shape a body may have within the limits.
+// the other large shape a body may have within the limits; --commands N sends N such commands in each body (the
+// largest body the default limits allow: --commands 10 --keys 9000 --short, one `{}` declaration a key, about 1 MiB).
+// --probe-ms sets the pause between two /live probes (a shorter one finds shorter stalls).
 // --bin runs another build (an older checkout's bin/cfgu.js) for a before/after comparison.
 import { spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -24,6 +26,9 @@ const { values: args } = parseArgs({
     depth: { type: 'string', default: '400000' },
     shape: { type: 'string', default: 'nested' },
     keys: { type: 'string', default: '10000' },
+    commands: { type: 'string', default: '1' },
+    short: { type: 'boolean', default: false },
+    'probe-ms': { type: 'string', default: '50' },
     bin: { type: 'string', default: join(root, 'bin', 'cfgu.js') },
   },
 });
@@ -73,17 +78,23 @@ const lives = [];
 const probe = (async () => {
   while (running) {
     lives.push((await send(port, 'GET', '/live', undefined, '127.0.0.2')).ms);
-    await sleep(50);
+    await sleep(Number(args['probe-ms']));
   }
 })();
 const deep = [];
+let bodyKB = 0;
 for (let i = 0; i < Number(args.bodies); i++) {
   const body =
     args.shape === 'keys'
-      ? JSON.stringify([{ schema: { keys: Object.fromEntries(Array.from({ length: Number(args.keys) }, (_, k) => [`KEY_${i}_${k}`, { default: `value-${k}` }])) } }])
+      ? JSON.stringify(
+          Array.from({ length: Number(args.commands) }, (_, c) => ({
+            schema: { keys: Object.fromEntries(Array.from({ length: Number(args.keys) }, (_, k) => (args.short ? [`K${i}_${c}_${k}`, {}] : [`KEY_${i}_${c}_${k}`, { default: `value-${k}` }]))) },
+          })),
+        )
       : `[{"schema":{"keys":{"A":{}}},"configs":{"A":${'['.repeat(depth)}${']'.repeat(depth)}}}]${' '.repeat(i)}`;
   const r = await send(port, 'POST', '/export', body);
   deep.push({ status: r.status, ms: Math.round(r.ms) });
+  bodyKB = Math.round(Buffer.byteLength(body) / 1024);
 }
 await sleep(500);
 running = false;
@@ -93,6 +104,6 @@ server.kill('SIGTERM');
 lives.sort((a, b) => a - b);
 const q = (f) => Math.round(lives[Math.min(lives.length - 1, Math.floor(f * lives.length))] * 10) / 10;
 process.stdout.write(
-  `${JSON.stringify({ shape: args.shape, bodies: deep.length, ...(args.shape === 'keys' ? { keys: Number(args.keys) } : { depth, bodyKB: Math.round((depth * 2 + 40) / 1024) }), deep, liveProbes: lives.length, liveP50ms: q(0.5), liveP99ms: q(0.99), liveMaxMs: q(1), rssBeforeMB: rssBefore, rssAfterMB: rssAfter })}\n`,
+  `${JSON.stringify({ shape: args.shape, bodies: deep.length, ...(args.shape === 'keys' ? { commands: Number(args.commands), keys: Number(args.keys), bodyKB } : { depth, bodyKB: Math.round((depth * 2 + 40) / 1024) }), deep, liveProbes: lives.length, liveP50ms: q(0.5), liveP99ms: q(0.99), liveMaxMs: q(1), rssBeforeMB: rssBefore, rssAfterMB: rssAfter })}\n`,
 );
 process.exit(0);

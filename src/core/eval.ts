@@ -17,7 +17,8 @@ import {
   type InputIssue,
 } from './errors.js';
 import { isArrayIndex, parseSet, keyProblem, newRecord, setOwn, truncate, type ParsedSet } from './names.js';
-import { prepareSchema, stringifyValue, type PreparedKey, type PreparedSchema } from './schema.js';
+import { prepareSchema, prepareSchemaSteps, stringifyValue, type PreparedKey, type PreparedSchema } from './schema.js';
+import { STEP, checkpoint, runInSlices, type Steps } from './slices.js';
 import { declaredTypeOf } from './coerce.js';
 import { viewOf } from './view.js';
 import { freezeDeep, isDeepFrozen } from './frozen.js';
@@ -153,7 +154,8 @@ export async function runPipeline(
   witness: CommandWitness | undefined,
 ): Promise<PipelineOutcome> {
   const limits = resolveLimits(options.limits);
-  const checked = checkCommands(commands, deps, limits);
+  // Checking and preparing a large schema, and evaluating it, are done in slices of the event loop (slices.ts).
+  const checked = await runInSlices(checkCommands(commands, deps, limits));
   const budget: OutputBudget = { limits, sizes: new WeakMap(), exceeded: false, tainted: new WeakSet() };
   // Every sandbox job of this pipeline carries the request's context (its client for queueing, its budget account).
   if (options.context) deps = { ...deps, context: options.context };
@@ -182,7 +184,7 @@ export async function runPipeline(
   return new Outcome(last, [...backupStores]);
 }
 
-function checkCommands(commands: readonly EvalCommandInput[], deps: EngineDeps, limits: EngineLimits): CheckedCommand[] {
+function* checkCommands(commands: readonly EvalCommandInput[], deps: EngineDeps, limits: EngineLimits): Steps<CheckedCommand[]> {
   if (!Array.isArray(commands) || commands.length === 0) {
     throw new InputError(ErrorCodes.INVALID_INPUT, 'a pipeline must be a non-empty array of commands', [
       { path: '', message: 'expected a non-empty array of commands' },
@@ -191,17 +193,18 @@ function checkCommands(commands: readonly EvalCommandInput[], deps: EngineDeps, 
   const issues: InputIssue[] = [];
   const checked: CheckedCommand[] = [];
   let firstStoreError: unknown;
-  commands.forEach((command, index) => {
+  for (let index = 0; index < commands.length; index++) {
+    const command = commands[index]!;
     if (!command || typeof command !== 'object' || Array.isArray(command)) {
       issues.push({ path: `/${index}`, message: `command ${index} must be an object` });
-      return;
+      continue;
     }
     // Limits first: over one, the request is 413 whatever else is wrong with it, and nothing costly has run.
     const depth = setDepth(command.set);
     if (depth > limits.setDepth) throw new LimitError(`command ${index}: the set path has ${depth} segments; the limit is ${limits.setDepth}`);
     let schema: PreparedSchema | undefined;
     try {
-      schema = prepareSchema(command.schema, `/${index}/schema`);
+      schema = yield* prepareSchemaSteps(command.schema, `/${index}/schema`);
     } catch (e) {
       // Nesting is bounded before any recursive step (schema.ts), so nothing else here is the client's fault.
       if (e instanceof InputError) issues.push(...e.issues);
@@ -224,7 +227,7 @@ function checkCommands(commands: readonly EvalCommandInput[], deps: EngineDeps, 
       }
     }
     if (schema && !('problem' in set)) checked.push({ index, schema, set, store, overrides: overrides as Record<string, unknown> });
-  });
+  }
   let lookups = 0;
   for (const c of checked) if (c.store) lookups += c.set.hierarchy.length * c.schema.storeKeys.length;
   if (lookups > limits.lookups) {
@@ -370,13 +373,13 @@ class Outcome implements PipelineOutcome {
   }
 }
 
-/** Steps 1-5: empty, store, override, default, pipe. Pure and synchronous. */
-function evaluateValues(
+/** Steps 1-5: empty, store, override, default, pipe. Pure; in steps (slices.ts), a checkpoint every STEP keys. */
+function* evaluateValues(
   command: CheckedCommand,
   stored: readonly Config[],
   pipe: EvalResult | undefined,
   failures: EvalFailure[],
-): Evaluated {
+): Steps<Evaluated> {
   const { schema, set, overrides, index } = command;
   const n = schema.keys.length;
   // The entries by the key's position in the schema (PreparedKey.index).
@@ -384,6 +387,7 @@ function evaluateValues(
   // 1. empty, 2. store: each key starts empty or with the value its store step chose (storeWinners).
   const winners = stored.length ? storeWinners(schema, set, stored) : undefined;
   for (let i = 0; i < n; i++) {
+    if (i % STEP === STEP - 1) yield;
     const p = schema.keys[i]!;
     const w = winners?.[i];
     entries[i] = w
@@ -391,7 +395,10 @@ function evaluateValues(
       : { key: p.key, value: '', origin: 'empty', cfgu: p.cfgu, set: set.path };
   }
   // 3. override
-  for (const key of Object.keys(overrides)) {
+  const overridden = Object.keys(overrides);
+  for (let i = 0; i < overridden.length; i++) {
+    if (i % STEP === STEP - 1) yield;
+    const key = overridden[i]!;
     const p = schema.byName.get(key);
     if (!p) {
       const problem = keyProblem(key);
@@ -422,6 +429,7 @@ function evaluateValues(
   }
   // 4. default
   for (let i = 0; i < n; i++) {
+    if (i % STEP === STEP - 1) yield;
     const p = schema.keys[i]!;
     const e = entries[i]!;
     if (e.origin === 'empty' && p.defaultText !== undefined) {
@@ -436,7 +444,9 @@ function evaluateValues(
   const byIndex = entries.slice();
   const ordered: EvaluatedConfig[] = [];
   let inOrder = schema.keysInOrder;
-  for (const key of pipeKeys) {
+  for (let i = 0; i < pipeKeys.length; i++) {
+    if (i % STEP === STEP - 1) yield;
+    const key = pipeKeys[i]!;
     const piped = pipe[key]!;
     const p = schema.byName.get(key);
     const e = p ? (byIndex[p.index] = pipeWinner(piped, entries[p.index]!)) : piped;
@@ -444,7 +454,9 @@ function evaluateValues(
     ordered.push(e);
     if (inOrder && isArrayIndex(key)) inOrder = false;
   }
-  for (const e of entries) {
+  for (let i = 0; i < entries.length; i++) {
+    if (i % STEP === STEP - 1) yield;
+    const e = entries[i]!;
     if (Object.prototype.hasOwnProperty.call(merged, e.key)) continue;
     setOwn(merged, e.key, e);
     ordered.push(e);
@@ -490,13 +502,22 @@ interface SchemaStatics {
 
 const schemaStatics = new WeakMap<PreparedSchema, SchemaStatics>();
 
-function staticsOf(schema: PreparedSchema): SchemaStatics {
+function* staticsOf(schema: PreparedSchema): Steps<SchemaStatics> {
   let statics = schemaStatics.get(schema);
   if (statics) return statics;
-  const keys: Record<string, unknown> = Object.fromEntries(schema.keys.map((p) => [p.key, p.cfgu]));
-  if (schema.keys.every((p) => isDeepFrozen(p.cfgu))) freezeDeep(keys);
+  const keys: Record<string, unknown> = {};
+  let allFrozen = true;
+  for (let i = 0; i < schema.keys.length; i++) {
+    if (i % STEP === STEP - 1) yield;
+    const p = schema.keys[i]!;
+    setOwn(keys, p.key, p.cfgu);
+    if (allFrozen && !isDeepFrozen(p.cfgu)) allFrozen = false;
+  }
+  if (allFrozen) freezeDeep(keys);
   const checks: SchemaStatics['checks'] = new Map();
-  for (const p of schema.keys) {
+  for (let i = 0; i < schema.keys.length; i++) {
+    if (i % STEP === STEP - 1) yield;
+    const p = schema.keys[i]!;
     const expressions: string[] = [];
     const plan: PlannedCheck[] = [];
     if (p.pattern !== undefined) {
@@ -531,7 +552,7 @@ async function evaluateChecked(
   budget: OutputBudget,
 ): Promise<Evaluated> {
   const from = failures.length;
-  const evaluated = evaluateValues(command, stored, pipe, failures);
+  const evaluated = await runInSlices(evaluateValues(command, stored, pipe, failures));
   await computeAndValidate(command, evaluated, deps, failures, { only: undefined, required: true }, budget);
   sortFailures(failures, from, command.schema);
   return evaluated;
@@ -570,7 +591,7 @@ async function computeAndValidate(
   const inScope = (p: PreparedKey) => (scope.only ? scope.only.has(p.key) : true);
 
   // Plan the sandbox work: consts in order, then for each present key its pattern, schema and tests (staticsOf).
-  const statics = staticsOf(schema);
+  const statics = schemaStatics.get(schema) ?? (await runInSlices(staticsOf(schema)));
   let consts = statics.consts;
   const tests: ExpressionJob['tests'] = [];
   const plans = new Map<string, PlannedCheck[]>();
@@ -653,7 +674,9 @@ async function computeAndValidate(
   }
 
   // Host-side checks: required and enum (no untrusted code involved). A key with neither has nothing to check.
-  for (const p of schema.keys) {
+  for (let i = 0; i < schema.keys.length; i++) {
+    if (i % STEP === STEP - 1) await checkpoint();
+    const p = schema.keys[i]!;
     if ((!p.required && !p.enumRule) || !inScope(p)) continue;
     const e = byIndex[p.index]!;
     if (e.origin === 'empty') {
@@ -775,7 +798,7 @@ export async function upsert(input: UpsertInput): Promise<{ changes: UpsertChang
     store: input.store,
     overrides: Object.fromEntries(keys.filter((k) => assigned[k] !== '').map((k) => [k, assigned[k]])),
   };
-  const { result } = evaluateValues(command, stored, undefined, failures);
+  const { result } = await runInSlices(evaluateValues(command, stored, undefined, failures));
   // A deleted key is empty at this set whatever the ancestors hold.
   for (const k of keys) if (assigned[k] === '') setOwn(result, k, { ...result[k]!, value: '', origin: 'empty' });
   await computeAndValidate(

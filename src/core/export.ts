@@ -2,6 +2,7 @@
 import { coerceValue, declaredTypeOf, isPlainInteger } from './coerce.js';
 import { newRecord, setOwn } from './names.js';
 import { evaluatePipeline, type EngineDeps, type PipelineOptions } from './eval.js';
+import { STEP, runAtOnce, runInSlices, type Steps } from './slices.js';
 import type { EvalCommandInput, EvalResult, EvaluatedConfig, ExportedConfigs, PipelineOutcome } from './types.js';
 
 /** What an export reads: a result, with its entries in order when the engine knows them (`PipelineOutcome`). */
@@ -54,15 +55,30 @@ export async function exportPipeline(
  * JSON does.
  */
 export function exportJson(result: EvalResult): { text: string; keys: number } {
-  return exportedText({ result });
+  return runAtOnce(exportedText({ result }));
 }
 
-function exportedText(from: Exportable): { text: string; keys: number } {
+/** The export's text in steps (slices.ts): a checkpoint every STEP entries. */
+function* exportedText(from: Exportable): Steps<{ text: string; keys: number }> {
   let text = '';
   let keys = 0;
-  eachExported(from, (key, e) => {
-    text += `${keys++ ? ',' : ''}${jsonString(key)}:${valueJson(e)}`;
-  });
+  const entries = from.ordered;
+  if (entries) {
+    for (let i = 0; i < entries.length; i++) {
+      if (i % STEP === STEP - 1) yield;
+      const e = entries[i]!;
+      if (e.cfgu.hidden !== true) text += `${keys++ ? ',' : ''}${jsonString(e.key)}:${valueJson(e)}`;
+    }
+  } else {
+    const result = from.result;
+    const names = Object.keys(result);
+    for (let i = 0; i < names.length; i++) {
+      if (i % STEP === STEP - 1) yield;
+      const key = names[i]!;
+      const e = result[key]!;
+      if (e.cfgu.hidden !== true) text += `${keys++ ? ',' : ''}${jsonString(key)}:${valueJson(e)}`;
+    }
+  }
   return { text: `{${text}}`, keys };
 }
 
@@ -104,5 +120,5 @@ export async function exportPipelineJson(
   options?: PipelineOptions,
 ): Promise<{ text: string; keys: number; backupStores: string[] }> {
   const outcome = await evaluatePipeline(commands, deps, options);
-  return { ...exportedText(outcome), backupStores: outcome.backupStores };
+  return { ...(await runInSlices(exportedText(outcome))), backupStores: outcome.backupStores };
 }

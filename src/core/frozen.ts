@@ -3,6 +3,8 @@
  * identity: `prepareSchema` skips re-serialising a schema it has seen, which matters for large schemas (the server
  * hands the engine frozen request bodies from its body cache). Objects frozen some other way are not trusted.
  */
+import { STEP, runAtOnce, type Steps } from './slices.js';
+
 const frozen = new WeakSet<object>();
 
 /**
@@ -14,7 +16,7 @@ const frozen = new WeakSet<object>();
  * must be a tree (what JSON.parse makes): a cycle below that depth would be walked for ever.
  */
 export function freezeDeep<T>(value: T, recordDepth = Number.POSITIVE_INFINITY): T {
-  walkFreezing(value, recordDepth, undefined);
+  runAtOnce(walkFreezing(value, recordDepth, undefined));
   return value;
 }
 
@@ -24,8 +26,16 @@ export function freezeDeep<T>(value: T, recordDepth = Number.POSITIVE_INFINITY):
  * (cache-budget.ts).
  */
 export function freezeCounting(value: unknown, recordDepth = Number.POSITIVE_INFINITY): FreezeCounts {
+  return runAtOnce(freezeCountingSteps(value, recordDepth));
+}
+
+/**
+ * freezeCounting in steps (slices.ts): a checkpoint every STEP objects. Until the last step the value is partly
+ * frozen: the caller hands it to no one before then.
+ */
+export function* freezeCountingSteps(value: unknown, recordDepth = Number.POSITIVE_INFINITY): Steps<FreezeCounts> {
   const counts = { objects: 0, slots: 0, atRecordDepth: 0 };
-  walkFreezing(value, recordDepth, counts);
+  yield* walkFreezing(value, recordDepth, counts);
   return counts;
 }
 
@@ -36,11 +46,13 @@ export interface FreezeCounts {
   atRecordDepth: number;
 }
 
-function walkFreezing(value: unknown, recordDepth: number, counts: FreezeCounts | undefined): void {
+function* walkFreezing(value: unknown, recordDepth: number, counts: FreezeCounts | undefined): Steps<void> {
   if (value === null || typeof value !== 'object' || frozen.has(value as object)) return;
   const stack: object[] = [value as object];
   const depths: number[] = [0];
+  let walked = 0;
   while (stack.length) {
+    if (++walked % STEP === 0) yield;
     const o = stack.pop()!;
     const depth = depths.pop()!;
     if (depth <= recordDepth) {

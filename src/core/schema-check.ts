@@ -10,6 +10,7 @@ import { keyProblem, truncate } from './names.js';
 import { declaredTypeOf } from './coerce.js';
 import { CFGU_PROPERTIES, CFGU_PROPERTY_NAMES } from './cfgu.js';
 import { EnumRule, stringifyValue } from './enum-rule.js';
+import { STEP, runAtOnce, type Steps } from './slices.js';
 import type { JsonValue } from './types.js';
 
 export const V0_REPLACEMENTS: Record<string, string> = {
@@ -77,6 +78,11 @@ export const MAX_SCHEMA_DEPTH = 32;
  * write as `null`), or nesting deeper than MAX_DECLARATION_DEPTH (MAX_SCHEMA_DEPTH in a `schema` declaration). Iterative, stops at the first problem.
  */
 export function jsonShapeIssue(schema: unknown): InputIssue | undefined {
+  return runAtOnce(jsonShapeIssueSteps(schema));
+}
+
+/** jsonShapeIssue in steps (slices.ts): a checkpoint every STEP objects walked. */
+export function* jsonShapeIssueSteps(schema: unknown): Steps<InputIssue | undefined> {
   interface Item {
     value: object;
     /** Nesting level inside the declaration property (or top-level property) that holds it; 0 above those. */
@@ -103,7 +109,9 @@ export function jsonShapeIssue(schema: unknown): InputIssue | undefined {
   if (top) return { path: '', message: `the schema ${top}` };
   if (schema === null || typeof schema !== 'object') return undefined;
   const stack: Item[] = [{ value: schema, level: 0, place: 0, at: 0, key: undefined, prop: undefined }];
+  let walked = 0;
   while (stack.length) {
+    if (++walked % STEP === 0) yield;
     const item = stack.pop()!;
     const { value, level, place, at, key, prop } = item;
     const limit = key !== undefined && prop === 'schema' ? MAX_SCHEMA_DEPTH : MAX_DECLARATION_DEPTH;

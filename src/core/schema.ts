@@ -16,7 +16,8 @@ import { CFGU_PROPERTY_NAMES } from './cfgu.js';
 import { analyseTemplate } from './template.js';
 import { isDeepFrozen } from './frozen.js';
 import { EnumRule, stringifyValue } from './enum-rule.js';
-import { V0_REPLACEMENTS, checkOne, jsonShapeIssue } from './schema-check.js';
+import { V0_REPLACEMENTS, checkOne, jsonShapeIssueSteps } from './schema-check.js';
+import { STEP, runAtOnce, type Steps } from './slices.js';
 import { orderConsts } from './const-order.js';
 import type { Cfgu, ConfigSchema, JsonValue } from './types.js';
 
@@ -68,13 +69,15 @@ export interface PreparedSchema {
   keysInOrder: boolean;
 }
 
-function prepare(keys: Record<string, Cfgu | null>): PreparedSchema {
+/** The prepared form of declarations already checked (checkOne), in steps: a checkpoint every STEP keys. */
+function* prepareSteps(keys: Record<string, Cfgu | null>, names: readonly string[]): Steps<PreparedSchema> {
   const prepared: PreparedKey[] = [];
   const byName = new Map<string, PreparedKey>();
   let needsSandbox = false;
-  const constNames = new Set(Object.keys(keys).filter((key) => keys[key]?.const !== undefined));
+  const constNames = new Set(names.filter((key) => keys[key]?.const !== undefined));
   const deps = new Map<string, string[]>();
-  for (const key of Object.keys(keys)) {
+  for (const key of names) {
+    if (prepared.length % STEP === STEP - 1) yield;
     const cfgu: Cfgu = keys[key] ?? {};
     const tests = cfgu.test === undefined ? [] : Array.isArray(cfgu.test) ? cfgu.test : [cfgu.test];
     const p: PreparedKey = {
@@ -170,12 +173,17 @@ function failure(issues: InputIssue[]): InputError {
  * cache ceiling), least recently used evicted first. A cached failure holds only paths and messages derived from that exact text.
  */
 export function prepareSchema(schema: unknown, pathPrefix = ''): PreparedSchema {
+  return runAtOnce(prepareSchemaSteps(schema, pathPrefix));
+}
+
+/** prepareSchema in steps (slices.ts): the server prepares a large schema in slices of the event loop. */
+export function* prepareSchemaSteps(schema: unknown, pathPrefix = ''): Steps<PreparedSchema> {
   // A deep-frozen schema cannot have changed since it was seen: look it up by identity, without serialising it.
   const immutable = isDeepFrozen(schema);
   const known = immutable ? byIdentity.get(schema as object) : undefined;
   if (known) return unwrap(known, pathPrefix);
   // Before the text is made: only a schema of JSON values has a text that identifies it.
-  const shape = jsonShapeIssue(schema);
+  const shape = yield* jsonShapeIssueSteps(schema);
   if (shape) {
     const e = failure([shape]);
     if (immutable) byIdentity.set(schema as object, e);
@@ -189,7 +197,7 @@ export function prepareSchema(schema: unknown, pathPrefix = ''): PreparedSchema 
   }
   let hit = cache.lru.get(text);
   if (!hit) {
-    hit = validateUncached(schema);
+    hit = yield* validateUncachedSteps(schema);
     cache.add(text, hit); // an entry over the largest size is not kept
   }
   if (immutable) byIdentity.set(schema as object, hit);
@@ -204,7 +212,7 @@ function unwrap(hit: PreparedSchema | InputError, pathPrefix: string): PreparedS
   return hit;
 }
 
-function validateUncached(schema: unknown): PreparedSchema | InputError {
+function* validateUncachedSteps(schema: unknown): Steps<PreparedSchema | InputError> {
   const fail = failure;
   if (!schema || typeof schema !== 'object' || Array.isArray(schema)) return fail([{ path: '', message: 'a schema must be an object with a `keys` object' }]);
   const s = schema as Record<string, unknown>;
@@ -225,9 +233,13 @@ function validateUncached(schema: unknown): PreparedSchema | InputError {
   if (!keys || typeof keys !== 'object' || Array.isArray(keys)) return fail([...issues, { path: '/keys', message: '`keys` must be an object' }]);
   const names = Object.keys(keys);
   if (names.length === 0) return fail([...issues, { path: '/keys', message: '`keys` must declare at least one key' }]);
-  for (const key of names) checkOne(key, (keys as Record<string, unknown>)[key], issues);
+  for (let i = 0; i < names.length; i++) {
+    if (i % STEP === STEP - 1) yield;
+    const key = names[i]!;
+    checkOne(key, (keys as Record<string, unknown>)[key], issues);
+  }
   if (issues.length) return fail(issues);
-  return prepare(keys as ConfigSchema['keys']);
+  return yield* prepareSteps(keys as ConfigSchema['keys'], names);
 }
 
 /** Validate without keeping the prepared form (CLI checks). Throws InputError. */

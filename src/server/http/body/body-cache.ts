@@ -8,7 +8,8 @@
  * and the engine may cache what it derives from them by identity.
  */
 import { BudgetedLru, cacheBudget, estimateBodyBytes, type CacheBudget } from '../../../core/cache-budget.js';
-import { freezeCounting } from '../../../core/frozen.js';
+import { freezeCountingSteps, type FreezeCounts } from '../../../core/frozen.js';
+import { runAtOnce, runInSlices } from '../../../core/slices.js';
 
 /** The levels of a body recorded as deep-frozen (core/frozen.ts). */
 export const BODY_RECORD_DEPTH = 4;
@@ -38,7 +39,16 @@ export class BodyCache extends BudgetedLru<object> {
     if (value === null || typeof value !== 'object') return value;
     // Recorded down to the declarations (pipeline 0, command 1, schema 2, keys 3, declaration 4): what the engine
     // and the body check cache by identity. Values nested deeper are frozen without a record each.
-    const counts = freezeCounting(value, BODY_RECORD_DEPTH);
+    return this.keepFrozen(text, value, runAtOnce(freezeCountingSteps(value, BODY_RECORD_DEPTH)));
+  }
+
+  /** `add` for a large body: frozen in slices of the event loop (core/slices.ts). */
+  async addInSlices(text: string, value: unknown): Promise<unknown> {
+    if (value === null || typeof value !== 'object') return value;
+    return this.keepFrozen(text, value, await runInSlices(freezeCountingSteps(value, BODY_RECORD_DEPTH)));
+  }
+
+  private keepFrozen(text: string, value: object, counts: FreezeCounts): unknown {
     if (text.length >= this.minBytes) {
       // Two bytes a character when the text holds one beyond ASCII (V8 keeps it two-byte above U+00FF: counted as such).
       this.keep(text, value, estimateBodyBytes(text.length, Buffer.byteLength(text) !== text.length, counts));

@@ -4,10 +4,12 @@
  * JSON parser with its prototype-poisoning guard (`__proto__`, `constructor.prototype`: 400 saying so), and kept
  * deep-frozen in the body cache (./body-cache.ts) so that the same text sent again is not parsed again.
  */
+import { errorCodes } from 'fastify';
 import fp from 'fastify-plugin';
 import { BodyRefusedError, ErrorCodes, LimitError } from '../../../core/errors.js';
 import type { BodyCache } from './body-cache.js';
 import { MAX_BODY_NESTING, nestsDeeperThan } from './body-depth.js';
+import { BodyParseError, LARGE_BODY, parseLargeBody } from './body-parse.js';
 
 export const jsonBodies = fp<{ bodies: BodyCache }>(async (app, { bodies }) => {
   // JSON only: drop the built-in text/plain parser so anything but JSON is 415. The default JSON parser keeps its
@@ -28,6 +30,24 @@ export const jsonBodies = fp<{ bodies: BodyCache }>(async (app, { bodies }) => {
     // Refused before any object is made: parsing, checking and freezing grow with the nesting (body-depth.ts).
     if (typeof body === 'string' && nestsDeeperThan(body, MAX_BODY_NESTING)) {
       return done(new LimitError(`the request body nests more than ${MAX_BODY_NESTING} arrays or objects inside one another; the limit is ${MAX_BODY_NESTING}`), undefined);
+    }
+    if (typeof body === 'string' && body.length > LARGE_BODY) {
+      // Parsed and frozen in slices of the event loop, so that no other request waits for it (body-parse.ts).
+      parseLargeBody(body, defaultJsonParser, request)
+        .then((value) => bodies.addInSlices(body, value))
+        .then(
+          (value) => done(null, value),
+          (e) =>
+            done(
+              e instanceof BodyParseError
+                ? e.kind === 'forbidden'
+                  ? new BodyRefusedError(ErrorCodes.FORBIDDEN_PROPERTY)
+                  : new errorCodes.FST_ERR_CTP_INVALID_JSON_BODY()
+                : e,
+              undefined,
+            ),
+        );
+      return;
     }
     defaultJsonParser(request, body, (error, value) => {
       if (error && typeof body === 'string' && isJson(body)) {
