@@ -19,7 +19,9 @@ export {
   type ExplainedTest,
   type Withheld,
 } from './explain.js';
-export { evaluatePipeline, upsert, pipeWinner, DEFAULT_ENGINE_LIMITS, type EngineDeps, type EngineLimits, type PipelineOptions, type UpsertInput, type UpsertChange } from './eval.js';
+export { evaluatePipeline, DEFAULT_ENGINE_LIMITS, type EngineDeps, type EngineLimits, type PipelineOptions } from './eval.js';
+export { pipeWinner } from './eval-values.js';
+export { upsert, type UpsertInput, type UpsertChange } from './upsert.js';
 export { prepareSchema, validateSchema, stringifyValue, configureSchemaCache, schemaCacheStats, EnumRule, type PreparedSchema, type PreparedKey } from './schema.js';
 export { parseSet, keyProblem, normaliseName, type ParsedSet } from './names.js';
 export { coerceValue, declaredTypeOf } from './coerce.js';
