@@ -58,7 +58,8 @@ function zodLiteral(value: JsonValue, indent: string): string {
 }
 
 function zodObject(props: readonly Prop[], rest: Shape, indent: string): string {
-  if (!props.length && rest.kind !== 'never' && rest.kind !== 'any') return `z.record(z.string(), ${zodSchema(rest, indent)})`;
+  // Without properties, a record: `z.looseObject({})` would type the values as unknown, not as JSON values.
+  if (!props.length && rest.kind !== 'never') return `z.record(z.string(), ${zodSchema(rest, indent)})`;
   const inner = `${indent}  `;
   const fields = props.map((p) => `${inner}${literalKey(p.name)}: ${zodSchema(p.shape, inner)}${p.optional ? '.optional()' : ''},`);
   const body = fields.length ? `{\n${fields.join('\n')}\n${indent}}` : '{}';

@@ -121,8 +121,9 @@ export function intersect(a: Shape, b: Shape): Shape {
   if (a.kind === 'never' || b.kind === 'never') return NEVER;
   if (a.kind === 'any') return b;
   if (b.kind === 'any') return a;
-  if (a.kind === 'union') return union(a.of.map((x) => intersect(x, b)));
+  // The later constraint's order wins: an `enum` keeps its items' order whatever the coercion's order of types.
   if (b.kind === 'union') return union(b.of.map((x) => intersect(a, x)));
+  if (a.kind === 'union') return union(a.of.map((x) => intersect(x, b)));
   if (a.kind === 'literal') return admits(b, a.value) ? a : NEVER;
   if (b.kind === 'literal') return admits(a, b.value) ? b : NEVER;
   if (a.kind !== b.kind) return NEVER;
