@@ -26,6 +26,10 @@ export const commands: Record<string, SubCommand> = {
     summary: 'check a proxy running on this machine (for container health checks)',
     run: async (a, io) => (await import('./commands/health.js')).healthCommand(a, io),
   },
+  generate: {
+    summary: 'write the types of a schema\'s export (TypeScript, zod, JSON Schema)',
+    run: async (a, io) => (await import('./commands/generate.js')).generateCommand(a, io),
+  },
   token: { summary: 'create a scoped bearer token for the proxy and its .configu entry', run: async (a, io) => (await import('./commands/token.js')).tokenCommand(a, io) },
 };
 
