@@ -67,15 +67,18 @@ export const openapiInfo = {
 
 /**
  * The last touch on the generated OpenAPI document: the server is the one that serves it (a relative URL, so "Try it
- * out" calls the address /docs was opened on), and POST /export's request body gets its named examples (a JSON
- * Schema keyword of that name would trip the strict validator, so they are added here, to the document only).
+ * out" calls the address /docs was opened on), and the request bodies of POST /export and POST /explain get their
+ * named examples (a JSON Schema keyword of that name would trip the strict validator, so they are added here, to the
+ * document only).
  */
 export function finishOpenapi({ openapiObject }: { openapiObject: Record<string, any> }): Record<string, any> {
   openapiObject.servers = [{ url: '/', description: 'This server' }];
-  const media = openapiObject.paths?.['/export']?.post?.requestBody?.content?.['application/json'];
-  if (media) {
-    delete media.example;
-    media.examples = exportBodyExamples;
+  for (const path of ['/export', '/explain']) {
+    const media = openapiObject.paths?.[path]?.post?.requestBody?.content?.['application/json'];
+    if (media) {
+      delete media.example;
+      media.examples = exportBodyExamples;
+    }
   }
   return openapiObject;
 }
