@@ -1,10 +1,10 @@
 /**
  * The OpenAPI description of POST /explain: the same request body as POST /export (./schemas.ts), and the
  * explanation it answers (version 1 of the shape of core/explain.ts, docs/explain.md). The route sends its answer as
- * JSON text it made itself, so this schema documents the answer and is never compiled into a serializer.
+ * JSON text it made itself, so this schema documents the answer and is never compiled into a serializer. Its example
+ * (./explain-example.ts) is added to the document by ./docs-ui.ts.
  */
 import { exportBodySchema, problemResponse, requestIdHeader } from './schemas.js';
-import { explainResponseExample } from './explain-example.js';
 
 const ORIGINS = ['empty', 'store', 'override', 'default', 'const'];
 const RULES = ['required', 'pattern', 'enum', 'schema', 'test', 'const', 'override'];
@@ -124,7 +124,6 @@ export const explanationSchema = {
     },
     backupStores: { type: 'array', items: { type: 'string' }, description: 'Stores answered from their backup.' },
   },
-  examples: [explainResponseExample],
 } as const;
 
 export const explainRouteSchema = {
