@@ -186,6 +186,8 @@ interface CommandFacts {
   failedChecks: Map<string, TestOutcome[]>;
   /** This command's failures of each key, in the engine's order. */
   failures: Map<string, EvalFailure[]>;
+  /** The keys of the command's result, as a set (what a const's template may name), made once per command. */
+  names: ReadonlySet<string>;
 }
 
 function groupBy<T>(items: Iterable<T>, keyOf: (item: T) => string): Map<string, T[]> {
@@ -259,6 +261,7 @@ class Recorder implements CommandWitness {
         (t) => t.key,
       ),
       failures: failed,
+      names: new Set(names),
     };
     const keys = names.map((key) => this.explainKey(facts, key));
     for (const e of entries) if (!this.from.has(e) || computed.has(e.key)) this.from.set(e, command.index);
@@ -307,7 +310,7 @@ class Recorder implements CommandWitness {
       if (text !== undefined) out.override = given(text);
     }
     if (p?.defaultText !== undefined) out.default = given(p.defaultText);
-    if (p?.isConst) out.const = constOf(p, result, facts.computed.has(key), reveal);
+    if (p?.isConst) out.const = constOf(p, result, facts.names, facts.computed.has(key), reveal);
     out.tests = p ? testsOf(p, e, facts) : [];
     out.failures = (facts.failures.get(key) ?? []).map((f) => ({ rule: f.rule, message: f.message }));
     return out;
@@ -328,9 +331,9 @@ class Recorder implements CommandWitness {
 }
 
 /** A const's template and the keys it names, with their values (a hidden key's withheld unless revealed). */
-function constOf(p: PreparedKey, result: EvalResult, computed: boolean, reveal: boolean): ExplainedConst {
+function constOf(p: PreparedKey, result: EvalResult, names: ReadonlySet<string>, computed: boolean, reveal: boolean): ExplainedConst {
   const template = p.cfgu.const!;
-  const reads = analyseTemplate(template, new Set(Object.keys(result))).references.map((name): ExplainedRead => {
+  const reads = analyseTemplate(template, names).references.map((name): ExplainedRead => {
     const r = result[name]!;
     const read: ExplainedRead = { key: name, origin: r.origin };
     if (r.cfgu.hidden === true && !reveal) read.withheld = 'hidden';

@@ -17,6 +17,8 @@ import { createSandboxEvaluator } from '../../src/expressions/index.js';
 import type { ExpressionEvaluator } from '../../src/core/ports.js';
 import { removeTempDirs, ROOT, tempDir, writeJson } from './helpers.js';
 import { exportBodySchema } from '../../src/server/http/schemas.js';
+import { explanationSchema } from '../../src/server/http/explain-schemas.js';
+import { explainResponseExample } from '../../src/server/http/explain-example.js';
 import { assertValidJsonSchema } from '../helpers/meta-schema.js';
 
 const servers: Array<{ app: FastifyInstance; registry: StoreRegistry }> = [];
@@ -128,4 +130,20 @@ test('@redocly/cli lint (recommended rules) reports no error', { skip: noLinter 
 
 test('the request body schema of POST /export is a valid JSON Schema (Fastify compiles it without the meta-schema check)', () => {
   assertValidJsonSchema(exportBodySchema, 'exportBodySchema');
+});
+
+test('POST /explain: the body of POST /export with its named examples; the documented 200 is what the first example gets', async () => {
+  const op = doc.paths['/explain'].post;
+  assert.deepEqual(op.security, []);
+  const media = op.requestBody.content['application/json'];
+  assert.deepEqual(media.examples, doc.paths['/export'].post.requestBody.content['application/json'].examples);
+  const documented = op.responses['200'].content['application/json'].schema.examples[0];
+  const r = await example.inject({ method: 'POST', url: '/explain', headers: { 'content-type': 'application/json' }, payload: JSON.stringify(media.examples.exampleStore.value) });
+  assert.equal(r.statusCode, 200, r.body);
+  assert.deepEqual(r.json(), documented);
+  assert.deepEqual(r.json(), explainResponseExample);
+});
+
+test('the response schema of POST /explain is a valid JSON Schema', () => {
+  assertValidJsonSchema(explanationSchema, 'explanationSchema');
 });

@@ -1,9 +1,9 @@
 /**
- * The audit log: one line per request to a route that reads values (POST /export: plain, streamed or long-polled),
- * whatever its outcome, saying who asked (the credential's name, the JWT's
- * `sub`, `preshared:<n>` for the n-th preshared key, null without authentication), from where, for which store and
- * set of each command, how many keys were answered and the status. Never a value, an override, a token or a
- * message: the line is built from the command's store and set only.
+ * The audit log: one line per request to a route that reads values (POST /export: plain, streamed or long-polled;
+ * POST /explain), whatever its outcome, saying who asked (the credential's name, the JWT's `sub`, `preshared:<n>` for
+ * the n-th preshared key, null without authentication), from where, for which store and set of each command, how many
+ * keys were answered and the status. Never a value, an override, a token or a message: the line is built from the
+ * command's store and set only.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import fp from 'fastify-plugin';
@@ -24,6 +24,8 @@ export interface AuditRecord {
   status: number;
   /** Why authentication failed (401 only). */
   reason?: string;
+  /** The request asked for an explanation (POST /explain), which answers the values of every command's keys. */
+  explain?: true;
   /** A watch request: an SSE stream, or a long poll that was held. */
   watch?: 'stream' | 'poll';
   /** A stream: how many answer events it delivered. */
@@ -129,6 +131,7 @@ function auditRecord(request: FastifyRequest, reply: FastifyReply, closedEarly: 
     keys: stream ? watch.keys : status === 200 ? request.cfguKeys : 0,
     status,
     ...(request.cfguAuthFailure ? { reason: request.cfguAuthFailure } : {}),
+    ...(request.routeOptions.config.audit === 'explain' ? { explain: true as const } : {}),
     ...(watch ? { watch: watch.kind } : {}),
     ...(stream ? { events: watch.events, ms: Math.round(performance.now() - watch.opened) } : {}),
     ...(ended ? { ended } : {}),

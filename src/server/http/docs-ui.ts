@@ -7,6 +7,7 @@
  * `'self'` is the only source allowed (plus `data:` for the logo and fonts, and one hashed style, below).
  */
 import { exportBodyExamples } from './schemas.js';
+import { explainResponseExample } from './explain-example.js';
 import { version } from '../process/version.js';
 
 export const DOCS_CSP: Record<string, string> = {
@@ -67,15 +68,22 @@ export const openapiInfo = {
 
 /**
  * The last touch on the generated OpenAPI document: the server is the one that serves it (a relative URL, so "Try it
- * out" calls the address /docs was opened on), and POST /export's request body gets its named examples (a JSON
- * Schema keyword of that name would trip the strict validator, so they are added here, to the document only).
+ * out" calls the address /docs was opened on), and the request bodies of POST /export and POST /explain get their
+ * named examples (a JSON Schema keyword of that name would trip the strict validator, so they are added here, to the
+ * document only), and the explanation of POST /explain its example.
  */
 export function finishOpenapi({ openapiObject }: { openapiObject: Record<string, any> }): Record<string, any> {
   openapiObject.servers = [{ url: '/', description: 'This server' }];
-  const media = openapiObject.paths?.['/export']?.post?.requestBody?.content?.['application/json'];
-  if (media) {
-    delete media.example;
-    media.examples = exportBodyExamples;
+  for (const path of ['/export', '/explain']) {
+    const media = openapiObject.paths?.[path]?.post?.requestBody?.content?.['application/json'];
+    if (media) {
+      delete media.example;
+      media.examples = exportBodyExamples;
+    }
   }
+  // Added here too: the generator turns every `const` key below a schema into `enum` (OpenAPI 3.0's spelling), the
+  // `const` members of an explanation included.
+  const explained = openapiObject.paths?.['/explain']?.post?.responses?.['200']?.content?.['application/json']?.schema;
+  if (explained) explained.examples = [explainResponseExample];
   return openapiObject;
 }

@@ -32,7 +32,7 @@ declare module 'fastify' {
     cfguPrincipal: Principal | null;
     /** Why authentication failed (for the audit line). */
     cfguAuthFailure: string | null;
-    /** How many keys the export answered. */
+    /** How many keys the export answered (POST /explain: how many key explanations). */
     cfguKeys: number;
     /** The request's audit line is written (once per request). */
     cfguAudited: boolean;
@@ -40,8 +40,11 @@ declare module 'fastify' {
     cfguAuditClient: string;
   }
   interface FastifyContextConfig {
-    /** The route reads values: every request routed to it leaves exactly one audit line. */
-    audit?: boolean;
+    /**
+     * The route reads values: every request routed to it leaves exactly one audit line. `'explain'`: the line says
+     * the request asked for an explanation (POST /explain).
+     */
+    audit?: boolean | 'explain';
   }
 }
 

@@ -220,7 +220,7 @@ const problemDescriptions: Record<number, string> = {
   503: 'A store cannot be reached or read and no backup could answer (`Retry-After` says when to retry), or the expression sandbox is down.',
 };
 
-const requestIdHeader = {
+export const requestIdHeader = {
   'X-Request-Id': { type: 'string', description: 'The request id (echoed from the request, or generated).' },
 };
 

@@ -6,22 +6,20 @@
  *   validation     the compiled JSON schema                                          -> 400
  *   handler        the scope check (a pipeline with one command out of scope: 403),
  *                  then the engine                                                   -> 200, 304, 400, 422, 503, 500
+ * The size and scope checks are shared with POST /explain (./pipeline-guards.ts).
  * The route is marked `audit: true`: every request routed here leaves one audit line (../../access/audit.ts).
  */
-import type { FastifyPluginAsync, FastifyReply, FastifyRequest, preValidationHookHandler } from 'fastify';
-import { exportPipelineJson, keyCount } from '../../../core/index.js';
-import { ForbiddenError, LimitError, UnknownStoreError } from '../../../core/errors.js';
-import type { EvalCommandInput } from '../../../core/types.js';
+import type { FastifyPluginAsync, FastifyReply, FastifyRequest } from 'fastify';
+import { exportPipelineJson } from '../../../core/index.js';
 import { requestContext } from '../../../core/ports.js';
 import { UNAUTHORIZED } from '../../access/authentication.js';
-import { ANONYMOUS, clientIdentity } from '../../access/credentials.js';
 import { rateLimitRouteConfig } from '../../access/rate-limit.js';
-import { refusedCommands, visibleStores, type Principal } from '../../access/scopes.js';
 import { watchCredential, type AuthenticatorHolder } from '../../access/watch-credentials.js';
 import type { Observation } from '../../observe/observation.js';
 import type { ServerSettings } from '../../process/settings.js';
 import { etagOf, sendAnswer } from '../../watch/etags.js';
 import type { WatchHub } from '../../watch/hub.js';
+import { admitPipeline, pipelineLimits } from './pipeline-guards.js';
 import { exportRouteSchema } from '../schemas.js';
 
 export interface ExportRouteOptions {
@@ -33,34 +31,6 @@ export interface ExportRouteOptions {
   watch: WatchHub;
 }
 
-/** Limits first, so an oversized pipeline is 413 and never walked by the validator. */
-function pipelineLimits(limits: ServerSettings['limits']): preValidationHookHandler {
-  return (request, _reply, done) => {
-    const body = request.body;
-    if (Array.isArray(body)) {
-      if (body.length > limits.commands) {
-        done(new LimitError(`the pipeline has ${body.length} commands; the limit is ${limits.commands}`));
-        return;
-      }
-      for (let i = 0; i < body.length; i++) {
-        const keys = (body[i] as { schema?: { keys?: unknown } } | null)?.schema?.keys;
-        if (keys && typeof keys === 'object') {
-          const n = keyCount(keys);
-          if (n > limits.keys) {
-            done(new LimitError(`command ${i} declares ${n} keys; the limit is ${limits.keys}`));
-            return;
-          }
-        }
-      }
-    }
-    done();
-  };
-}
-
-/** A scoped credential learns only the store names it may name (plain and watch requests alike). */
-const errorScope = (principal: Principal) =>
-  principal.grants === 'all' ? undefined : (e: unknown) => (e instanceof UnknownStoreError ? new UnknownStoreError(e.store, visibleStores(principal, e.known)) : e);
-
 export const exportRoute: FastifyPluginAsync<ExportRouteOptions> = async (app, { settings, defaultStore, holder, observation, watch }) => {
   // Without auth, `security: []` says so in the OpenAPI document (an operation without it reads as undecided).
   const security = settings.auth.enabled ? [{ bearer: [] }] : [];
@@ -69,15 +39,8 @@ export const exportRoute: FastifyPluginAsync<ExportRouteOptions> = async (app, {
     config: { audit: true, ...rateLimitRouteConfig(settings.rateLimit) },
     preValidation: pipelineLimits(settings.limits),
     handler: async (request: FastifyRequest, reply: FastifyReply) => {
-      const commands = request.body as EvalCommandInput[];
-      const principal = request.cfguPrincipal ?? ANONYMOUS;
-      if (principal.grants !== 'all') {
-        // Before anything is read: a pipeline with one command out of scope is refused whole (watch requests too).
-        const refused = refusedCommands(principal, commands, defaultStore);
-        if (refused.length) throw new ForbiddenError(refused, commands.length);
-      }
-      const client = principal.kind === 'anonymous' ? clientIdentity(undefined, request.ip, false) : principal.identity;
-      const scope = errorScope(principal);
+      // Before anything is read: a pipeline with one command out of scope is refused whole (watch requests too).
+      const { commands, principal, client, scope } = admitPipeline(request, defaultStore);
       if (watch.wants(request)) {
         const credential = watchCredential({ holder, authorization: request.headers.authorization, principal, commands, defaultStore, unauthorized: UNAUTHORIZED });
         try {
