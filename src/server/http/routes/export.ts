@@ -4,14 +4,14 @@
  * limit (onRequest) and the body's parsing:
  *   preValidation  the pipeline's size (commands, keys per command)                  -> 413
  *   validation     the compiled JSON schema                                          -> 400
- *   handler        the scope check (a pipeline with one command out of scope: 403),
+ *   handler        schema names resolved (../../schemas/resolve.ts; unknown: 400),
+ *                  the scope check (a pipeline with one command out of scope: 403),
  *                  then the engine                                                   -> 200, 304, 400, 422, 503, 500
  * The route is marked `audit: true`: every request routed here leaves one audit line (../../access/audit.ts).
  */
 import type { FastifyPluginAsync, FastifyReply, FastifyRequest, preValidationHookHandler } from 'fastify';
 import { exportPipelineJson, keyCount } from '../../../core/index.js';
 import { ForbiddenError, LimitError, UnknownStoreError } from '../../../core/errors.js';
-import type { EvalCommandInput } from '../../../core/types.js';
 import { requestContext } from '../../../core/ports.js';
 import { UNAUTHORIZED } from '../../access/authentication.js';
 import { ANONYMOUS, clientIdentity } from '../../access/credentials.js';
@@ -19,6 +19,8 @@ import { rateLimitRouteConfig } from '../../access/rate-limit.js';
 import { refusedCommands, visibleStores, type Principal } from '../../access/scopes.js';
 import { watchCredential, type AuthenticatorHolder } from '../../access/watch-credentials.js';
 import type { Observation } from '../../observe/observation.js';
+import type { NamedSchemas } from '../../schemas/registry.js';
+import { resolveCommands, type WireCommand } from '../../schemas/resolve.js';
 import type { ServerSettings } from '../../process/settings.js';
 import { etagOf, sendAnswer } from '../../watch/etags.js';
 import type { WatchHub } from '../../watch/hub.js';
@@ -31,6 +33,8 @@ export interface ExportRouteOptions {
   holder: AuthenticatorHolder;
   observation: Observation;
   watch: WatchHub;
+  /** The server's named schemas (a command may name one instead of carrying it). */
+  schemas: NamedSchemas;
 }
 
 /** Limits first, so an oversized pipeline is 413 and never walked by the validator. */
@@ -61,7 +65,8 @@ function pipelineLimits(limits: ServerSettings['limits']): preValidationHookHand
 const errorScope = (principal: Principal) =>
   principal.grants === 'all' ? undefined : (e: unknown) => (e instanceof UnknownStoreError ? new UnknownStoreError(e.store, visibleStores(principal, e.known)) : e);
 
-export const exportRoute: FastifyPluginAsync<ExportRouteOptions> = async (app, { settings, defaultStore, holder, observation, watch }) => {
+export const exportRoute: FastifyPluginAsync<ExportRouteOptions> = async (app, { settings, defaultStore, holder, observation, watch, schemas }) => {
+  const serverSchema = (schema: unknown) => schemas.versionOf(schema);
   // Without auth, `security: []` says so in the OpenAPI document (an operation without it reads as undecided).
   const security = settings.auth.enabled ? [{ bearer: [] }] : [];
   app.post('/export', {
@@ -69,19 +74,31 @@ export const exportRoute: FastifyPluginAsync<ExportRouteOptions> = async (app, {
     config: { audit: true, ...rateLimitRouteConfig(settings.rateLimit) },
     preValidation: pipelineLimits(settings.limits),
     handler: async (request: FastifyRequest, reply: FastifyReply) => {
-      const commands = request.body as EvalCommandInput[];
+      const wire = request.body as WireCommand[];
       const principal = request.cfguPrincipal ?? ANONYMOUS;
+      // Names become the server's schema objects (the same object each time, until the file changes).
+      const commands = resolveCommands(wire, schemas, principal);
       if (principal.grants !== 'all') {
         // Before anything is read: a pipeline with one command out of scope is refused whole (watch requests too).
-        const refused = refusedCommands(principal, commands, defaultStore);
+        const refused = refusedCommands(principal, commands, defaultStore, serverSchema);
         if (refused.length) throw new ForbiddenError(refused, commands.length);
       }
       const client = principal.kind === 'anonymous' ? clientIdentity(undefined, request.ip, false) : principal.identity;
       const scope = errorScope(principal);
       if (watch.wants(request)) {
-        const credential = watchCredential({ holder, authorization: request.headers.authorization, principal, commands, defaultStore, unauthorized: UNAUTHORIZED });
+        // A watch keeps the names: each evaluation (and each check of the credential) uses the schemas of that moment.
+        const credential = watchCredential({
+          holder,
+          authorization: request.headers.authorization,
+          principal,
+          commands: wire,
+          resolve: (c) => resolveCommands(c, schemas),
+          serverSchema,
+          defaultStore,
+          unauthorized: UNAUTHORIZED,
+        });
         try {
-          return await watch.serve(request, reply, commands, { client, ...(scope ? { scope } : {}), ...(credential ? { credential } : {}) });
+          return await watch.serve(request, reply, wire, { client, ...(scope ? { scope } : {}), ...(credential ? { credential } : {}) });
         } catch (e) {
           throw scope ? scope(e) : e;
         }
