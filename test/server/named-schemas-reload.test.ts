@@ -7,7 +7,7 @@
  */
 import { after, afterEach, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { renameSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { call, killChildren, postJson, removeTempDirs, spawnCfgu, tempDir, waitForStatus, writeJson } from './helpers.js';
@@ -122,6 +122,48 @@ describe('watched schema files under a running server', { timeout: 300_000 }, ()
     await waitFor('the third event', () => stream.events.length >= 3 || undefined);
     assert.deepEqual(JSON.parse(stream.events[2]!.data), { PORT: 3000 });
     assert.match((await call(`${server.base}/metrics`)).body, /^cfgu_schemas\{state="current"\} 1$/m);
+  });
+
+  test('a scoped stream naming a schema ends (`end`, 403) when the schema changes to declare a key outside its scope', async (t) => {
+    const token = 'public-token-0123456789';
+    const { configu, schema } = project({ GREETING: { label: 'public' } });
+    writeJson(configu, {
+      stores: { main: { type: 'json-file', configuration: { path: 'data.json' }, default: true } },
+      schemas: { app: 'app.cfgu.json' },
+      interface: {
+        proxy: {
+          auth: {
+            enabled: true,
+            presharedKeys: ['preshared-key-0123456789'],
+            credentials: [{ name: 'public-reader', sha256: createHash('sha256').update(token).digest('hex'), stores: ['main'], sets: [''], labels: ['public'] }],
+          },
+        },
+      },
+    });
+    const server = stopAfter(t, await serveInProcess(configu, { flags: { port: '0', host: '127.0.0.1' } }));
+    const stream = await openStream(`${server.base}/export`, [{ schema: 'app' }], { authorization: `Bearer ${token}` });
+    t.after(() => stream.close());
+    assert.equal(stream.status, 200, stream.body);
+    await waitFor('the first event', () => stream.events.length >= 1 || undefined);
+    assert.deepEqual(JSON.parse(stream.events[0]!.data), { GREETING: 'hello' });
+
+    // PORT carries no label: the scope may no longer use `app`.
+    replaceFile(schema, JSON.stringify({ keys: { GREETING: { label: 'public' }, PORT: {} } }));
+    await stream.ended;
+    const last = stream.events.at(-1)!;
+    assert.equal(last.event, 'end');
+    assert.deepEqual(JSON.parse(last.data), {
+      type: 'urn:cfgu:problem:forbidden',
+      title: 'Forbidden',
+      status: 403,
+      detail: '1 of 1 command is outside the scope of this credential: command 0 (store "main", set "")',
+      refused: [{ command: 0, store: 'main', set: '' }],
+    });
+    assert.ok(!stream.events.some((e) => e.event !== 'end' && 'PORT' in JSON.parse(e.data)), 'no answer of the new schema reached the stream');
+    // A new request with that scope: the schema is unknown to it now.
+    const r = await postJson(`${server.base}/export`, [{ schema: 'app' }], { authorization: `Bearer ${token}` });
+    assert.equal(r.status, 400);
+    assert.equal(r.json().detail, 'unknown schema "app": no schema of the server has a close name');
   });
 
   test('--workers 2: each worker watches the file itself; after a rewrite, both workers answer with the new schema', async () => {

@@ -52,7 +52,8 @@ export function unknownSchema(name: string, schemas: NamedSchemas, principal: Pr
   if (schemas.skipped.has(name) && !principal) {
     return new UnknownSchemaError(name, [], 'it names a URL in .configu, which the server does not fetch');
   }
-  if (!usable.length) return new UnknownSchemaError(name, [], 'the server holds no named schemas');
+  // Said only when true for everyone (a scope that may use none is told what any unknown name gets).
+  if (!schemas.size && !principal) return new UnknownSchemaError(name, [], 'the server holds no named schemas');
   return new UnknownSchemaError(name, closestNames(name, usable));
 }
 
