@@ -44,6 +44,10 @@ export function loadSchemas(specs: string[], cwd: string, configuration: LoadedC
   if (!specs.length) throw flagError('--schema is required: a *.cfgu.json|yaml|yml file, a glob, or a name from .configu\'s `schemas`');
   const files: string[] = [];
   for (const spec of specs) {
+    // A schema's text where its file or name belongs (the HTTP API takes the object; the CLI reads files).
+    if (/^\s*\{\s*("|\}|$)/.test(spec)) {
+      throw new UsageError('--schema takes a *.cfgu.json|yaml|yml file, a glob or a name from .configu\'s `schemas`, not the schema itself: save it as a *.cfgu.json file and give that file');
+    }
     let pattern = spec;
     let base = cwd;
     const named = configuration?.schemas && Object.prototype.hasOwnProperty.call(configuration.schemas, spec) ? configuration.schemas[spec] : undefined;

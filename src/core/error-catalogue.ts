@@ -20,6 +20,7 @@ import {
   SandboxUnavailableError,
   StoreUnavailableError,
   UnauthorizedError,
+  UnknownSchemaError,
   UnknownStoreError,
   ValidationError,
   type ErrorCode,
@@ -45,6 +46,7 @@ export const PROBLEM_TYPES = {
   invalidKey: 'urn:cfgu:problem:invalid-key',
   invalidSet: 'urn:cfgu:problem:invalid-set',
   unknownStore: 'urn:cfgu:problem:unknown-store',
+  unknownSchema: 'urn:cfgu:problem:unknown-schema',
   validationFailed: 'urn:cfgu:problem:validation-failed',
   storeUnavailable: 'urn:cfgu:problem:store-unavailable',
   sandboxUnavailable: 'urn:cfgu:problem:sandbox-unavailable',
@@ -71,6 +73,10 @@ export interface Problem {
   store?: string;
   /** 400 unknown store: the names the server knows. */
   knownStores?: string[];
+  /** 400 unknown schema: the name asked for. */
+  schema?: string;
+  /** 400 unknown schema: the names the server holds that are close to it (at most three). */
+  closestSchemas?: string[];
   /** 500: the request id to quote to the operator. */
   requestId?: string;
   /** 422 budget exceeded: which budget (`cpu-budget`, `restart-budget`). */
@@ -170,6 +176,10 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode, Readonly<CatalogueEntry
       title: 'Unknown Store',
       members: (e) => (e.store === undefined ? { knownStores: e.known } : { knownStores: e.known, store: e.store }),
     },
+    exit: EXIT_USAGE,
+  }),
+  [ErrorCodes.UNKNOWN_SCHEMA]: row(UnknownSchemaError, 'UnknownSchemaError', {
+    http: { status: 400, type: T.unknownSchema, title: 'Unknown Schema', members: (e) => ({ schema: e.schema, closestSchemas: e.closest }) },
     exit: EXIT_USAGE,
   }),
   [ErrorCodes.LIMIT_EXCEEDED]: row(LimitError, 'LimitError', { http: { status: 413, type: T.limitExceeded, title: 'Limit Exceeded' }, exit: EXIT_USAGE }),

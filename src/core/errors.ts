@@ -44,6 +44,8 @@ export const ErrorCodes = {
   INVALID_INPUT: 'CFGU_INVALID_INPUT',
   /** A store name is unknown, or no store was given and there is no default store. */
   UNKNOWN_STORE: 'CFGU_UNKNOWN_STORE',
+  /** A command names a schema the server does not hold (`"schema": "app"`, `.configu`'s `schemas`). */
+  UNKNOWN_SCHEMA: 'CFGU_UNKNOWN_SCHEMA',
   /** Evaluation (or upsert) failed validation: `failures` lists every failure. */
   VALIDATION_FAILED: 'CFGU_VALIDATION_FAILED',
   /** A store could not be reached or read. */
@@ -109,6 +111,20 @@ export class UnknownStoreError extends CfguError {
     this.name = 'UnknownStoreError';
     this.store = store;
     this.known = known;
+  }
+}
+
+/** A schema name the server does not hold; `closest` are the names it holds that are close to it (at most three). */
+export class UnknownSchemaError extends CfguError {
+  readonly schema: string;
+  readonly closest: string[];
+  constructor(schema: string, closest: string[], why?: string) {
+    const list = closest.map((n) => `"${n}"`);
+    const hint = list.length > 1 ? `${list.slice(0, -1).join(', ')} or ${list[list.length - 1]}` : list[0];
+    super(ErrorCodes.UNKNOWN_SCHEMA, `unknown schema "${schema}": ${why ?? (hint ? `did you mean ${hint}?` : 'no schema of the server has a close name')}`);
+    this.name = 'UnknownSchemaError';
+    this.schema = schema;
+    this.closest = closest;
   }
 }
 

@@ -35,6 +35,22 @@ export function closestName(word: string, known: readonly string[]): string | un
   return best;
 }
 
+/**
+ * The known names close to `word` by the rule of closestName, closest first (ties in the order of `known`), at most
+ * `max` of them.
+ */
+export function closestNames(word: string, known: readonly string[], max = 3): string[] {
+  const near: Array<{ name: string; dist: number; i: number }> = [];
+  known.forEach((name, i) => {
+    const dist = distance(word, name);
+    if (dist <= Math.max(1, Math.floor(name.length / 3))) near.push({ name, dist, i });
+  });
+  return near
+    .sort((a, b) => a.dist - b.dist || a.i - b.i)
+    .slice(0, max)
+    .map((n) => n.name);
+}
+
 /** The message for an unknown property: `unknown property "x" (did you mean "y"? allowed here: ...)`. */
 export function unknownPropertyMessage(property: string, extra: string, known: readonly string[]): string {
   const hint = closestName(extra, known);

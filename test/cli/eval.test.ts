@@ -200,6 +200,13 @@ describe('cfgu eval: schema problems are usage errors (exit 2) naming the file',
       stderr: 'cfgu eval: --schema "app": no such file, and .configu declares no schema named "app" (declared: none)\n',
     },
     {
+      name: 'the schema itself where its file or name belongs',
+      files: {},
+      args: ['--schema', '{"keys": {"A": {}}}'],
+      stderr:
+        "cfgu eval: --schema takes a *.cfgu.json|yaml|yml file, a glob or a name from .configu's `schemas`, not the schema itself: save it as a *.cfgu.json file and give that file\n",
+    },
+    {
       name: 'a file not named *.cfgu.*',
       files: { 'schema.json': { keys: { A: {} } } },
       args: ['--schema', 'schema.json'],

@@ -25,6 +25,7 @@ import {
   SandboxUnavailableError,
   StoreUnavailableError,
   UnauthorizedError,
+  UnknownSchemaError,
   UnknownStoreError,
   ValidationError,
   type ErrorCode,
@@ -90,6 +91,21 @@ const cases: Record<ErrorCode, { error: CfguError; reply: ProblemReply; exit: nu
     },
     exit: 2,
     lines: ['cfgu eval: unknown store "prod"; known stores: "main"'],
+  },
+  [ErrorCodes.UNKNOWN_SCHEMA]: {
+    error: new UnknownSchemaError('ap', ['app', 'api']),
+    reply: {
+      problem: {
+        type: 'urn:cfgu:problem:unknown-schema',
+        title: 'Unknown Schema',
+        status: 400,
+        detail: 'unknown schema "ap": did you mean "app" or "api"?',
+        schema: 'ap',
+        closestSchemas: ['app', 'api'],
+      },
+    },
+    exit: 2,
+    lines: ['cfgu eval: unknown schema "ap": did you mean "app" or "api"?'],
   },
   [ErrorCodes.LIMIT_EXCEEDED]: {
     error: new LimitError('too many commands'),

@@ -265,7 +265,7 @@ describe('a label scope cannot be widened by the labels the caller writes', () =
     const withUnused = configu({ auth: { credentials: [{ name: 'ghost-labels', sha256: sha256('x'), stores: ['*'], sets: ['**'], labels: ['nobody'], keys: ['PUBLIC_*'] }] } });
     const loaded = await loadConfigu(withUnused);
     assert.deepEqual(loaded.warnings, [
-      'schema "remote" is a URL, which the server does not fetch: its labels grant nothing',
+      'schema "remote" is a URL, which the server does not fetch: requests cannot name it and its labels grant nothing',
       'credential "ghost-labels" grants label "nobody", which no schema of .configu gives any key: it grants nothing (its keys patterns still apply)',
     ]);
     // Its keys patterns still work.
@@ -280,7 +280,7 @@ describe('a label scope cannot be widened by the labels the caller writes', () =
       assert.equal(e.property, 'schemas.broken');
       assert.equal(
         e.message,
-        `schema "broken" cannot be read for the labels of credentials and JWT grants: ${join(dir, 'broken.cfgu.json')}: line 1, column 18: not valid JSON: unexpected end of the file`,
+        `schema "broken" cannot be read: ${join(dir, 'broken.cfgu.json')}: line 1, column 18: not valid JSON: unexpected end of the file`,
       );
       return true;
     });
@@ -289,11 +289,17 @@ describe('a label scope cannot be widened by the labels the caller writes', () =
     assert.equal(served.code, 2, served.stderr);
     assert.equal(
       served.stderr,
-      `cfgu serve: ${missing}: schemas.gone: schema "gone" cannot be read for the labels of credentials and JWT grants: ${join(dir, 'gone.cfgu.json')}: no such file\n`,
+      `cfgu serve: ${missing}: schemas.gone: schema "gone" cannot be read: ${join(dir, 'gone.cfgu.json')}: no such file\n`,
     );
-    // Without any label grant, the schemas are not read at all: the same file starts.
+    // The server's schemas serve requests too (named schemas, docs/server.md): without any label grant, a missing one
+    // stops start-up all the same.
     const noLabels = configu({ auth: { credentials: [], jwt: { grants: [] } } }, { ...SCHEMAS, gone: 'gone.cfgu.json' });
-    assert.deepEqual((await loadConfigu(noLabels)).warnings, []);
+    await assert.rejects(loadConfigu(noLabels), (e: unknown) => {
+      assert.ok(e instanceof ConfigurationError);
+      assert.equal(e.property, 'schemas.gone');
+      assert.equal(e.message, `schema "gone" cannot be read: ${join(dir, 'gone.cfgu.json')}: no such file`);
+      return true;
+    });
   });
 });
 

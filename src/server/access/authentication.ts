@@ -23,20 +23,27 @@ export interface Credentials {
   holder: AuthenticatorHolder;
   /** See `app.cfgu.replaceCredentials` (../http/request-state.ts). */
   replace(next: ServerSettings['auth'], nextLabels?: KeyLabels): void;
+  /** The same credentials judged by a new label table (a named schema changed). */
+  relabel(nextLabels: KeyLabels): void;
 }
 
 /** `recheck` is called after each reload (the watch hub checks every watcher again). */
 export function createCredentials(settings: ServerSettings, keyLabels: KeyLabels | undefined, recheck: () => void): Credentials {
   const holder: AuthenticatorHolder = { authenticator: createAuthenticator(settings, keyLabels), jwtClockSkewSeconds: settings.auth.jwt?.clockSkewSeconds ?? 0 };
   let labels = keyLabels;
+  let auth = settings.auth;
   const replace = (next: ServerSettings['auth'], nextLabels: KeyLabels | undefined = labels): void => {
     if (!settings.auth.enabled || !next.enabled) throw new ConfigurationError('authentication can be turned on or off only by a restart', undefined, 'auth.enabled');
     holder.authenticator = createAuthenticator({ ...settings, auth: next }, nextLabels);
     labels = nextLabels;
+    auth = next;
     holder.jwtClockSkewSeconds = next.jwt?.clockSkewSeconds ?? 0;
     recheck();
   };
-  return { holder, replace };
+  const relabel = (nextLabels: KeyLabels): void => {
+    if (settings.auth.enabled) replace(auth, nextLabels);
+  };
+  return { holder, replace, relabel };
 }
 
 export interface AuthenticationOptions {

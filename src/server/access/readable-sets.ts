@@ -15,6 +15,7 @@ export function readableSets(
   principal: Principal,
   commands: readonly EvalCommandInput[],
   defaultStore: string | undefined,
+  serverSchema?: Parameters<typeof refusedCommands>[3],
 ): ((set: string, command: number) => boolean) | undefined {
   if (principal.grants === 'all') return undefined;
   // A pipeline's commands share sets (the root, their common ancestors): each answer once per command and set.
@@ -23,7 +24,7 @@ export function readableSets(
     const id = `${command}\u0000${set}`;
     let may = known.get(id);
     if (may === undefined) {
-      may = refusedCommands(principal, [{ ...commands[command]!, set }], defaultStore).length === 0;
+      may = refusedCommands(principal, [{ ...commands[command]!, set }], defaultStore, serverSchema).length === 0;
       known.set(id, may);
     }
     return may;

@@ -34,6 +34,8 @@ export interface CompiledGrant {
   sets: RegExp[];
   /** The keys the grant's labels allow (from the server's schemas); undefined when the grant lists no labels. */
   labelKeys: ReadonlySet<string> | undefined;
+  /** The grant's labels as written (a named schema's keys are judged by that schema's own labels). */
+  labelNames: readonly string[] | undefined;
   keys: RegExp[] | undefined;
   metrics: boolean;
 }
@@ -98,6 +100,7 @@ export function compileGrant(g: Grant, keyLabels: KeyLabels = NO_KEY_LABELS): Co
       return r;
     }),
     labelKeys: g.labels ? keysWithLabels(keyLabels, g.labels) : undefined,
+    labelNames: g.labels ? [...g.labels] : undefined,
     keys: g.keys ? g.keys.map(compileKeyPattern) : g.labels ? [] : undefined,
     metrics: g.metrics === true,
   };
@@ -110,9 +113,49 @@ function setSubject(set: unknown): string | undefined {
   return parsed.path === '' ? '' : `/${parsed.path}`;
 }
 
-/** Every key the command declares is named by the grant's `keys` or carries one of its labels in the server's schemas. */
-function keysCovered(g: CompiledGrant, command: EvalCommandInput): boolean {
+/**
+ * A schema of the server's own (a named schema, ../schemas/registry.ts) as the scope check sees it: the labels it gives
+ * each of its keys. `ServerSchemaOf` says which schema objects are such (by identity), for a command whose name was
+ * resolved to one.
+ */
+export type ServerSchemaOf = (schema: unknown) => { readonly labels: KeyLabels } | undefined;
+
+/** Per grant: the named-schema versions it covers whole (computed once per version). */
+const coverage = new WeakMap<CompiledGrant, WeakMap<object, boolean>>();
+
+/** Every key of a server schema is named by the grant's `keys` or carries one of its labels in that schema. */
+export function grantCoversServerSchema(g: CompiledGrant, named: { readonly labels: KeyLabels }): boolean {
   if (!g.keys) return true;
+  let known = coverage.get(g);
+  if (!known) coverage.set(g, (known = new WeakMap()));
+  let covers = known.get(named);
+  if (covers === undefined) {
+    covers = true;
+    for (const [key, labels] of named.labels) {
+      if (g.labelNames?.some((l) => labels.has(l))) continue;
+      if (g.keys.some((k) => k.test(key))) continue;
+      covers = false;
+      break;
+    }
+    known.set(named, covers);
+  }
+  return covers;
+}
+
+/** Whether a principal may see a server schema at all: some grant of it covers every key of the schema. */
+export function mayUseServerSchema(principal: Principal, named: { readonly labels: KeyLabels }): boolean {
+  return principal.grants === 'all' || principal.grants.some((g) => grantCoversServerSchema(g, named));
+}
+
+/**
+ * Every key the command declares is named by the grant's `keys` or carries one of its labels in the server's schemas:
+ * a command whose schema is one of the server's (`serverSchema` knows it) by the labels of that schema, any other by
+ * the label table of all of them.
+ */
+function keysCovered(g: CompiledGrant, command: EvalCommandInput, serverSchema: ServerSchemaOf | undefined): boolean {
+  if (!g.keys) return true;
+  const named = serverSchema?.(command.schema);
+  if (named) return grantCoversServerSchema(g, named);
   const keys = (command.schema as { keys?: Record<string, unknown> } | undefined)?.keys ?? {};
   // The caller's declarations (its `label` included) are not read: only the key names.
   for (const key of Object.keys(keys)) {
@@ -125,9 +168,15 @@ function keysCovered(g: CompiledGrant, command: EvalCommandInput): boolean {
 
 /**
  * The commands of a pipeline the principal may not run, in order (empty: all allowed). `defaultStore` is the name of
- * the store a command without `store` reads (undefined when there is none).
+ * the store a command without `store` reads (undefined when there is none). `serverSchema` tells the schemas of the
+ * server's own that commands naming one were given (their keys are judged by that schema's labels).
  */
-export function refusedCommands(principal: Principal, commands: readonly EvalCommandInput[], defaultStore: string | undefined): RefusedCommand[] {
+export function refusedCommands(
+  principal: Principal,
+  commands: readonly EvalCommandInput[],
+  defaultStore: string | undefined,
+  serverSchema?: ServerSchemaOf,
+): RefusedCommand[] {
   if (principal.grants === 'all') return [];
   const refused: RefusedCommand[] = [];
   for (let i = 0; i < commands.length; i++) {
@@ -138,7 +187,7 @@ export function refusedCommands(principal: Principal, commands: readonly EvalCom
     const ok =
       subject !== undefined &&
       principal.grants.some(
-        (g) => (g.anyStore || (store !== undefined && g.stores.has(store))) && g.sets.some((r) => r.test(subject)) && keysCovered(g, command),
+        (g) => (g.anyStore || (store !== undefined && g.stores.has(store))) && g.sets.some((r) => r.test(subject)) && keysCovered(g, command, serverSchema),
       );
     if (!ok) refused.push({ command: i, store: store ?? null, set: subject === undefined ? setText : subject.slice(1) });
   }

@@ -15,7 +15,7 @@ import { decodeJwt } from 'jose';
 import { ForbiddenError } from '../../core/errors.js';
 import type { EvalCommandInput } from '../../core/types.js';
 import { BEARER } from './credentials.js';
-import { refusedCommands, type Principal } from './scopes.js';
+import { refusedCommands, type Principal, type ServerSchemaOf } from './scopes.js';
 import type { AuthResult, Authenticator } from './credentials.js';
 import { toProblem, unauthorizedReply } from '../http/problem.js';
 
@@ -56,11 +56,19 @@ export interface WatchCredentialInput {
   authorization: string | undefined;
   /** Who the request was for when it arrived. */
   principal: Principal;
-  commands: readonly EvalCommandInput[];
+  /** The pipeline as the request carried it (schema names included). */
+  commands: readonly WireCommandLike[];
+  /** The pipeline with its schema names replaced by the server's schemas of the moment (../schemas/resolve.ts). */
+  resolve?: (commands: readonly WireCommandLike[]) => EvalCommandInput[];
+  /** Which schema objects are the server's own (their keys are judged by their own labels). */
+  serverSchema?: ServerSchemaOf;
   defaultStore: string | undefined;
   /** The app's 401 problem body (the same text as for a plain request). */
   unauthorized: string;
 }
+
+/** A command as a request carried it: its schema may be the name of one of the server's (../schemas/resolve.ts). */
+type WireCommandLike = Omit<EvalCommandInput, 'schema'> & { schema: EvalCommandInput['schema'] | string };
 
 /** When a JWT principal's token stops being accepted: (`exp` + skew) seconds, in ms; undefined for other kinds. */
 export function expiryOf(principal: Principal, authorization: string | undefined, skewSeconds: number): number | undefined {
@@ -78,7 +86,7 @@ export function expiryOf(principal: Principal, authorization: string | undefined
 
 /** The credential of a watch request; undefined when authentication is off (nothing to re-check). */
 export function watchCredential(input: WatchCredentialInput): WatchCredential | undefined {
-  const { holder, authorization, principal, commands, defaultStore, unauthorized } = input;
+  const { holder, authorization, principal, commands, resolve, serverSchema, defaultStore, unauthorized } = input;
   if (!holder.authenticator || principal.kind === 'anonymous') return undefined;
   const expiresAt = expiryOf(principal, authorization, holder.jwtClockSkewSeconds);
   const denied = (reason: 'expired' | 'revoked'): CredentialVerdict => ({ reason, status: 401, text: unauthorized, headers: { ...UNAUTHORIZED_HEADERS } });
@@ -86,7 +94,9 @@ export function watchCredential(input: WatchCredentialInput): WatchCredential | 
     if (expiresAt !== undefined && Date.now() >= expiresAt) return denied('expired');
     // Not accepted any more, or accepted as someone else (the watch belongs to the identity it was opened for).
     if (!('principal' in result) || result.principal.identity !== principal.identity) return denied('revoked');
-    const refused = refusedCommands(result.principal, commands, defaultStore);
+    // Named schemas as they are now: a schema that changed to declare a key outside the scope ends the watch.
+    const current = resolve ? resolve(commands) : (commands as readonly EvalCommandInput[]);
+    const refused = refusedCommands(result.principal, current, defaultStore, serverSchema);
     if (!refused.length) return true;
     const { problem } = toProblem(new ForbiddenError(refused, commands.length), 'watch');
     return { reason: 'scope', status: 403, text: JSON.stringify(problem), headers: {} };

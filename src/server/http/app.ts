@@ -23,11 +23,12 @@ import type { StoreResolver } from '../../core/ports.js';
 import type { LoadedConfiguration } from '../../config/types.js';
 import { auditHooks, createAuditLogger, defaultStoreName } from '../access/audit.js';
 import { authentication, createCredentials } from '../access/authentication.js';
-import type { KeyLabels } from '../access/key-labels.js';
+import { labelTable, type KeyLabels } from '../access/key-labels.js';
 import { budgetKey, registerRateLimit } from '../access/rate-limit.js';
 import { createObservation, type Observation } from '../observe/observation.js';
 import { observeRequests } from '../observe/request-hooks.js';
 import { requestLog } from '../observe/request-log.js';
+import { NamedSchemas } from '../schemas/registry.js';
 import { Lifecycle } from '../process/lifecycle.js';
 import type { ServerSettings } from '../process/settings.js';
 import { WatchHub } from '../watch/hub.js';
@@ -42,6 +43,7 @@ import { explainRoute } from './routes/explain.js';
 import { exportRoute } from './routes/export.js';
 import { healthRoutes } from './routes/health.js';
 import { metricsRoute } from './routes/metrics.js';
+import { SCHEMA_ROUTES, schemaRoutes } from './routes/schemas.js';
 import { cfguSchema, evalCommandSchema, problemSchema } from './schemas.js';
 
 export interface BuildServerOptions {
@@ -65,6 +67,11 @@ export interface BuildServerOptions {
    * process/start.ts): the only labels scopes are judged by. Default: none, so a grant's `labels` allow no key.
    */
   keyLabels?: KeyLabels;
+  /**
+   * The named schemas of `.configu` (NamedSchemas.load, read at start-up by process/start.ts, which also watches
+   * their files). Default: none.
+   */
+  schemas?: NamedSchemas;
 }
 
 /** The routes the app itself serves, with their methods (for 405 and `Allow`). */
@@ -73,6 +80,7 @@ const ROUTES: Record<string, string[]> = {
   '/explain': ['POST'],
   '/live': ['GET', 'HEAD'],
   '/ready': ['GET', 'HEAD'],
+  ...SCHEMA_ROUTES,
 };
 
 export async function buildServer(options: BuildServerOptions): Promise<FastifyInstance> {
@@ -82,6 +90,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   const lifecycle = options.lifecycle ?? new Lifecycle();
   const logger = serverLogger(options.logger, settings);
   const app = Fastify(fastifyOptions(settings, logger)) as unknown as FastifyInstance;
+  const schemas = options.schemas ?? NamedSchemas.empty();
 
   // Watch evaluations are counted and traced like requests (`observation` is made below, before any request).
   const watch = new WatchHub({
@@ -90,6 +99,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
     settings,
     lifecycle,
     log: app.log,
+    schemas,
     observer: { watchEvaluation: (c, w, run) => observation.watchEvaluation(c, w, run), watchStreamEnded: (reason) => observation.watchStreamEnded(reason) },
   });
   // The authenticator, replaceable (a reload of the credentials); streams and long polls re-check through it.
@@ -98,7 +108,8 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   cacheBudget.configure(settings.limits.cacheMemoryMb * 1024 * 1024);
   const bodies = new BodyCache();
   // Metrics and traces (docs/operations.md): the stores and the sandbox as the engine uses them, observed.
-  const observation: Observation = createObservation({ settings, stores: registry, evaluator, bodyCache: bodies, caches: cacheBudget, watchers: () => watch.watchers });
+  const observation: Observation = createObservation({ settings, stores: registry, evaluator, bodyCache: bodies, caches: cacheBudget, watchers: () => watch.watchers, schemas });
+  followSchemas(app, schemas, observation, credentials.relabel);
   const auditLogger = options.auditLogger === undefined ? createAuditLogger(settings.audit, logger) : options.auditLogger || undefined;
 
   await app.register(requestState, { state: { lifecycle, settings, watch, replaceCredentials: credentials.replace } });
@@ -118,8 +129,9 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   await app.register(problemAnswers, { routes: { ...ROUTES, ...observation.routes, ...(settings.docs.enabled ? DOCS_ROUTES : {}) } });
   if (settings.docs.enabled) await app.register(apiDocs, { settings });
 
-  await app.register(exportRoute, { settings, defaultStore, holder: credentials.holder, observation, watch });
-  await app.register(explainRoute, { settings, defaultStore, observation });
+  await app.register(exportRoute, { settings, defaultStore, holder: credentials.holder, observation, watch, schemas });
+  await app.register(explainRoute, { settings, defaultStore, observation, schemas });
+  await app.register(schemaRoutes, { settings, schemas });
   await app.register(healthRoutes, { lifecycle });
   await app.register(metricsRoute, { observation });
   if (settings.docs.enabled) await app.register(openapiRoute);
@@ -128,6 +140,24 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   if (settings.docs.enabled) app.swagger(); // build (and cache) the document now, not on the first request
   if (options.ready) lifecycle.markReady();
   return app;
+}
+
+/**
+ * What a change of a named schema's file does in this app (the watch hub re-evaluates the pipelines naming it itself):
+ * a valid change is logged and the scopes are judged by the new labels; an invalid one is logged (the file and the
+ * problem) and counted, and the last good version keeps serving.
+ */
+function followSchemas(app: FastifyInstance, schemas: NamedSchemas, observation: Observation, relabel: (labels: KeyLabels) => void): void {
+  const stop = schemas.on((event) => {
+    if (event.kind === 'changed') {
+      app.log.info({ schema: event.name, files: event.schema.files, keys: event.schema.keyCount }, 'schema reloaded');
+      relabel(labelTable(schemas));
+      return;
+    }
+    observation.metrics?.schemaReloadFailed(event.name);
+    app.log.warn({ schema: event.name, problem: event.problem }, `schema "${event.name}" not reloaded: ${event.problem}; the last good version stays in use`);
+  });
+  app.addHook('onClose', async () => void stop());
 }
 
 function corsOptions(origins: string[]) {

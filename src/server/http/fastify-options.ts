@@ -75,6 +75,8 @@ export function fastifyOptions(settings: ServerSettings, logger: Logger | false)
         useDefaults: false,
         removeAdditional: false,
         allErrors: false,
+        // A command's `schema` is an object or a string (a named schema): one union type, on purpose.
+        allowUnionTypes: true,
         // The route schemas are this project's own (test/server/openapi.test.ts checks them against the
         // meta-schema); checking them here would compile the meta-schema at every start, about 60 ms of CPU.
         validateSchema: false,

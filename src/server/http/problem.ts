@@ -78,6 +78,13 @@ interface AjvLikeError {
   params?: Record<string, unknown>;
 }
 
+/** What a command's `schema` may be, said where a request gets it wrong (a name where an object belongs, and back). */
+const SCHEMA_SHAPES: Array<[RegExp, string, string]> = [
+  [/^\/\d+\/schema$/, 'type', 'must be an object (the schema) or a string (the name of one of the server\'s schemas)'],
+  [/^\/\d+\/schema$/, 'minLength', 'must be the name of one of the server\'s schemas, not an empty string'],
+  [/^\/\d+\/schema\/keys$/, 'type', 'must be an object (key name -> declaration); to use one of the server\'s schemas, give its name as `schema` itself ("schema": "app")'],
+];
+
 /** Turn request-body schema violations into issues with JSON-pointer paths. */
 export function issuesFromValidation(errors: readonly AjvLikeError[]): InputIssue[] {
   const out: InputIssue[] = [];
@@ -90,6 +97,8 @@ export function issuesFromValidation(errors: readonly AjvLikeError[]): InputIssu
     } else if (e.keyword === 'required' && typeof e.params?.missingProperty === 'string') {
       path = `${path}/${escapePointer(e.params.missingProperty)}`;
       message = 'is required';
+    } else if (e.keyword === 'type' || e.keyword === 'minLength') {
+      message = SCHEMA_SHAPES.find(([at, keyword]) => keyword === e.keyword && at.test(path))?.[2] ?? message;
     }
     out.push({ path: path || '/', message });
   }

@@ -30,10 +30,14 @@ export const evalCommandSchema = {
     store: { type: 'string', description: 'Name of a store declared in the server\'s `.configu`; the default store when absent.' },
     set: { type: 'string', description: 'Configuration set path such as `production/eu`; the root when absent.' },
     schema: {
-      type: 'object',
+      // An object (the schema itself) or a string (the name of one of the server's schemas): the object's keywords
+      // apply to objects only, `minLength` to strings only.
+      type: ['object', 'string'],
+      minLength: 1,
       additionalProperties: false,
       required: ['keys'],
-      description: 'The configuration schema: `keys` maps each key name to its declaration.',
+      description:
+        'The configuration schema: `keys` maps each key name to its declaration. Or the name of a schema the server holds (`.configu`\'s `schemas`, listed by `GET /schemas`), e.g. `"app"`.',
       properties: {
         keys: { type: 'object', additionalProperties: { $ref: 'Cfgu#' } },
       },
@@ -129,6 +133,8 @@ export const problemSchema = {
     },
     store: { type: 'string', description: 'The unknown store name (400).' },
     knownStores: { type: 'array', items: { type: 'string' }, description: 'The store names the server knows (400).' },
+    schema: { type: 'string', description: 'The unknown schema name (400 from POST /export, 404 from GET /schemas/{name}).' },
+    closestSchemas: { type: 'array', items: { type: 'string' }, description: 'The names of the server\'s schemas close to the unknown one (at most three).' },
     requestId: { type: 'string', description: 'Request id to quote to the operator (500).' },
     refused: {
       type: 'array',
@@ -152,6 +158,10 @@ const problemExamples: Record<number, Record<string, [string, unknown]>> = {
     notAPipeline: [
       'Body is not a pipeline',
       cfguProblem(ErrorCodes.INVALID_INPUT, 'the request body is not a valid pipeline: /0/schema is required', { issues: [{ path: '/0/schema', message: 'is required' }] }),
+    ],
+    unknownSchema: [
+      'Unknown schema name',
+      cfguProblem(ErrorCodes.UNKNOWN_SCHEMA, 'unknown schema "ap": did you mean "app"?', { schema: 'ap', closestSchemas: ['app'] }),
     ],
     invalidJson: ['Malformed JSON', cfguProblem(ErrorCodes.INVALID_INPUT, 'the request body is not valid JSON')],
     invalidSchema: [
@@ -207,7 +217,7 @@ const problemExamples: Record<number, Record<string, [string, unknown]>> = {
 };
 
 const problemDescriptions: Record<number, string> = {
-  400: 'Malformed JSON, not a pipeline, an empty pipeline, an invalid schema / key / set, or an unknown store (the detail names the store and the known names).',
+  400: 'Malformed JSON, not a pipeline, an empty pipeline, an invalid schema / key / set, an unknown store (the detail names the store and the known names), or an unknown schema name (the closest names the caller may use).',
   401: 'Authentication is on and the bearer key is missing or wrong. Comes with `WWW-Authenticate: Bearer`.',
   403: 'The credential is valid but may not run some commands of the pipeline (`refused` names them); nothing was read.',
   404: 'No such route.',

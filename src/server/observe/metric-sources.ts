@@ -31,6 +31,13 @@ export interface StoreState {
   status(): Array<{ name: string; available: boolean }>;
 }
 
+/** What the scrape reads of the named schemas (../schemas/registry.ts NamedSchemas). */
+export interface SchemaState {
+  names(): string[];
+  /** Schemas whose file changed to something invalid since their version now serving was read. */
+  staleCount(): number;
+}
+
 export interface MetricSources {
   sandbox?: SandboxState;
   stores?: StoreState;
@@ -38,6 +45,7 @@ export interface MetricSources {
   caches?: CacheState;
   /** Watch requests held open (SSE streams plus long polls). */
   watchers?: () => number;
+  schemas?: SchemaState;
 }
 
 /** A counter whose value is read from elsewhere at scrape time. */
@@ -56,8 +64,23 @@ function readCounter(registry: Registry, name: string, help: string, labelNames:
 
 /** Register the metrics of every source given; `storeCells` makes a store's own cells exist from the start. */
 export function registerSourceMetrics(registry: Registry, sources: MetricSources, storeCells: (store: string) => void): void {
-  const { sandbox, stores, bodyCache, watchers, caches } = sources;
+  const { sandbox, stores, bodyCache, watchers, caches, schemas } = sources;
   const registers = [registry];
+  if (schemas) {
+    new Gauge({
+      name: 'cfgu_schemas',
+      help: 'Named schemas the server holds (.configu `schemas`), by state: current, or stale (its file changed to something invalid; the last good version serves); the largest count of any worker',
+      labelNames: ['state'],
+      registers,
+      // Every worker holds the same names and watches the same files.
+      aggregator: 'max',
+      collect() {
+        const stale = schemas.staleCount();
+        this.set({ state: 'current' }, schemas.names().length - stale);
+        this.set({ state: 'stale' }, stale);
+      },
+    });
+  }
   if (watchers) {
     new Gauge({
       name: 'cfgu_watchers',

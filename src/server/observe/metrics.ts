@@ -13,7 +13,7 @@ import { Registry, collectDefaultMetrics } from 'prom-client';
 import { askPrimary, type MetricJson } from './cluster-metrics.js';
 import { registerSourceMetrics, type MetricSources } from './metric-sources.js';
 
-export type { CacheState, MetricSources, SandboxState, StoreState } from './metric-sources.js';
+export type { CacheState, MetricSources, SandboxState, SchemaState, StoreState } from './metric-sources.js';
 import { CellCounter, CellHistogram, HistogramCell, type CounterCell } from './metric-cells.js';
 
 /** Seconds: from well under a millisecond (a cached `/live`) to the request timeout's order. */
@@ -123,7 +123,15 @@ export class ServerMetrics {
     this.registry,
   ).byLabel('reason');
 
+  private readonly schemaReloadFailures: (schema: string) => CounterCell = new CellCounter(
+    'cfgu_schema_reload_failures_total',
+    'Changes of a named schema\'s file that could not be used (missing, not valid JSON or YAML, not a valid schema): the last good version kept serving, by schema; counted by every worker',
+    ['schema'],
+    this.registry,
+  ).byLabel('schema');
+
   constructor(sources: MetricSources = {}) {
+    for (const name of sources.schemas?.names() ?? []) this.schemaReloadFailures(name);
     // Then the metrics read from their sources at scrape time (./metric-sources.ts); a store's cells exist from the start.
     registerSourceMetrics(this.registry, sources, (store) => {
       this.storeBackupAnswers.cell({ store });
@@ -180,6 +188,11 @@ export class ServerMetrics {
   /** One evaluation made for a watch request (SSE or long poll). */
   watchEvaluation(outcome: string): void {
     this.watchOutcome(outcome).value++;
+  }
+
+  /** A change of the named schema `name` could not be used. */
+  schemaReloadFailed(name: string): void {
+    this.schemaReloadFailures(name).value++;
   }
 
   /** One SSE stream ended. */

@@ -22,7 +22,7 @@ import type { ExpressionEvaluator } from '../../core/ports.js';
 import type { StoreResolver } from '../../core/ports.js';
 import { createKeyChecker, type KeyChecker } from '../access/credentials.js';
 import type { ServerSettings } from '../process/settings.js';
-import { ServerMetrics, type CacheState, type SandboxState, type StoreState } from './metrics.js';
+import { ServerMetrics, type CacheState, type SandboxState, type SchemaState, type StoreState } from './metrics.js';
 import { useWorkerMetrics } from './cluster-metrics.js';
 import { observeEvaluator, observeStores, tracedRun, type Engine } from './observed-engine.js';
 import type { TracedRequest } from './request-hooks.js';
@@ -39,6 +39,8 @@ export interface ObservationInput {
   caches?: CacheState;
   /** Watch requests held open (SSE streams plus long polls). */
   watchers?: () => number;
+  /** The named schemas (how many, how many stale). */
+  schemas?: SchemaState;
 }
 
 export interface Observation {
@@ -96,6 +98,7 @@ function metricsOf(input: ObservationInput): ServerMetrics | undefined {
     bodyCache: input.bodyCache,
     ...(input.caches ? { caches: input.caches } : {}),
     ...(input.watchers ? { watchers: input.watchers } : {}),
+    ...(input.schemas ? { schemas: input.schemas } : {}),
   });
   useWorkerMetrics(metrics);
   return metrics;

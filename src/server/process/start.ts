@@ -28,7 +28,9 @@ import { describeSandboxBuild } from '../../expressions/isolated-vm.js';
 import { describeSqliteBuild } from '../../stores/drivers.js';
 import { resolveSettings, type SettingsFlags } from './resolve-settings.js';
 import type { ServerSettings } from './settings.js';
-import { loadKeyLabels, type KeyLabels } from '../access/key-labels.js';
+import { keyLabelsFor, type KeyLabels } from '../access/key-labels.js';
+import { NamedSchemas } from '../schemas/registry.js';
+import { SchemaWatcher } from '../schemas/watch.js';
 import { startTracing } from '../observe/tracing.js';
 import { defaultConnectionsPerClient, guardConnections, openFileLimits, RESERVED_FILES } from './connections.js';
 import { createShutdown, sleep } from './shutdown.js';
@@ -51,6 +53,8 @@ export interface Prepared {
   evaluator: ExpressionEvaluator;
   /** The labels the server's own schemas give each key (for scopes with `labels`); default: none. */
   keyLabels?: KeyLabels;
+  /** The named schemas of `.configu` (read by `load()`; watched once the server listens); default: none. */
+  schemas?: NamedSchemas;
   /** Said once in the log (`warn`) when the server starts. */
   warnings?: string[];
 }
@@ -82,6 +86,7 @@ export interface Loaded {
   settings: ServerSettings;
   sandboxOptions: SandboxOptions;
   keyLabels: KeyLabels;
+  schemas: NamedSchemas;
   warnings: string[];
 }
 
@@ -118,15 +123,17 @@ export async function load(input: ServeInput): Promise<Loaded> {
     file: configuration.file ?? file,
     cwd: input.cwd,
   });
-  // Scopes with labels are judged by the schemas `.configu` names: read now, so a bad one stops start-up.
-  const { table: keyLabels, warnings } = loadKeyLabels(configuration, settings);
-  return { file: configuration.file ?? file, configuration, settings, sandboxOptions, keyLabels, warnings };
+  // The schemas `.configu` names (requests may name them; scopes with labels are judged by them): read now, so a
+  // missing or invalid one stops start-up.
+  const { schemas, warnings: schemaWarnings } = NamedSchemas.load(configuration);
+  const { table: keyLabels, warnings } = keyLabelsFor(schemas, settings);
+  return { file: configuration.file ?? file, configuration, settings, sandboxOptions, keyLabels, schemas, warnings: [...schemaWarnings, ...warnings] };
 }
 
 /** The sandbox for a loaded configuration: `load()` then the evaluator that serves requests. */
 export function withSandbox(loaded: Loaded): Prepared {
-  const { file, configuration, settings, sandboxOptions, keyLabels, warnings } = loaded;
-  return { file, configuration, settings, evaluator: createSandboxEvaluator(sandboxOptions), keyLabels, warnings };
+  const { file, configuration, settings, sandboxOptions, keyLabels, schemas, warnings } = loaded;
+  return { file, configuration, settings, evaluator: createSandboxEvaluator(sandboxOptions), keyLabels, schemas, warnings };
 }
 
 /** Find and load `.configu`, resolve the settings, start the sandbox. Throws ConfigurationError. */
@@ -171,7 +178,16 @@ export async function startServer(prepared: Prepared, hooks: StartHooks = {}, lo
   const perClient = settings.http.maxConnectionsPerClient ?? (files ? defaultConnectionsPerClient(files.soft) : 0);
   let app: FastifyInstance;
   try {
-    app = await buildServer({ registry, configuration, evaluator, settings, logger: log, lifecycle, ...(prepared.keyLabels ? { keyLabels: prepared.keyLabels } : {}) });
+    app = await buildServer({
+      registry,
+      configuration,
+      evaluator,
+      settings,
+      logger: log,
+      lifecycle,
+      ...(prepared.keyLabels ? { keyLabels: prepared.keyLabels } : {}),
+      ...(prepared.schemas ? { schemas: prepared.schemas } : {}),
+    });
     capConnections(app, files, perClient, log);
     // Node's default accept queue (511) overflows when hundreds of clients cut at the same tick reconnect at once; the
     // kernel then drops new connections, probes included, for a 1 s SYN retry. The kernel caps this at somaxconn.
@@ -183,13 +199,15 @@ export async function startServer(prepared: Prepared, hooks: StartHooks = {}, lo
   const address = app.server.address();
   const port = typeof address === 'object' && address ? address.port : settings.http.port;
   log.info(listeningLine(settings, port, registry, files, perClient), 'listening; initialising stores');
+  // Each serving process watches the schema files itself (a cluster worker too).
+  const schemaWatcher = prepared.schemas?.size ? new SchemaWatcher(prepared.schemas) : undefined;
 
   const { done, shutdown } = createShutdown({
     app,
     lifecycle,
     settings,
     log,
-    closeResources: () => Promise.allSettled([registry.close(), evaluator.close(), tracing?.shutdown()]),
+    closeResources: () => Promise.allSettled([registry.close(), evaluator.close(), tracing?.shutdown(), schemaWatcher?.close()]),
   });
   void initialiseStores(registry, lifecycle, log, port, hooks);
   return { app, lifecycle, done, shutdown: (reason) => shutdown(reason) };

@@ -15,13 +15,17 @@
  * (./state.ts), never copied per stream. Each store a watched pipeline reads has one change feed per process
  * (ResolvedStore.watch, or a periodic re-evaluation every `pollMs` for a kind without one); a notice re-evaluates only
  * the pipelines that read one of the notice's sets (a set or one of its descendants: a pipeline of set `prod/eu` reads
- * `prod` and the root).
+ * `prod` and the root). A pipeline that names a schema of the server (`"schema": "app"`) keeps the name: each
+ * evaluation uses the schema of that moment, and a change of that schema's file (../schemas/watch.ts) re-evaluates
+ * the pipelines that name it.
  */
 import { createHash } from 'node:crypto';
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import { exportPipelineJson, noticeConcerns } from '../../core/index.js';
 import { StoreUnavailableError } from '../../core/errors.js';
 import type { EvalCommandInput } from '../../core/types.js';
+import { NamedSchemas } from '../schemas/registry.js';
+import { resolveCommands, type WireCommand } from '../schemas/resolve.js';
 import { requestContext, type ExpressionEvaluator } from '../../core/ports.js';
 import type { ChangeFeed, ChangeListener, StoreResolver } from '../../core/ports.js';
 import { cacheBudget, type CacheMember } from '../../core/cache-budget.js';
@@ -56,6 +60,8 @@ export interface WatchHubOptions {
   lifecycle: Lifecycle;
   log: FastifyBaseLogger;
   observer?: WatchObserver;
+  /** The server's named schemas (default: none). */
+  schemas?: NamedSchemas;
 }
 
 /** A scoped credential's view of an error (e.g. an unknown store's list cut to the stores it may name). */
@@ -82,6 +88,10 @@ export class WatchHub implements PipelineOwner {
   private readonly observer: WatchObserver | undefined;
   private readonly pipelines = new Map<string, Pipeline>();
   private readonly feeds = new Map<string, StoreFeed>();
+  private readonly schemas: NamedSchemas;
+  /** Schema name -> the pipelines that name it. */
+  private readonly bySchema = new Map<string, Set<Pipeline>>();
+  private readonly unlisten: () => void;
   private readonly streams: Streams;
   /** Watchers (and watchers being set up) per client identity. */
   private readonly perClient = new Map<string, number>();
@@ -98,6 +108,12 @@ export class WatchHub implements PipelineOwner {
     this.streams = new Streams(options.settings.watch, observer ? (reason) => observer.watchStreamEnded(reason) : undefined);
     this.lifecycle.onStopping(() => this.drain());
     this.unregister = cacheBudget.register(this.member);
+    this.schemas = options.schemas ?? NamedSchemas.empty();
+    // A named schema changed: the pipelines naming it are evaluated again (the notices of a store, debounced alike).
+    this.unlisten = this.schemas.on((event) => {
+      if (event.kind !== 'changed') return;
+      for (const p of this.bySchema.get(event.name) ?? []) p.debouncer.schedule();
+    });
   }
 
   /**
@@ -122,7 +138,10 @@ export class WatchHub implements PipelineOwner {
   }
 
   /** One evaluation for watchers: through the observer (counted, traced) when there is one. */
-  evaluate(commands: readonly EvalCommandInput[], client: string, watchers: number): ReturnType<typeof exportPipelineJson> {
+  evaluate(wire: readonly WireCommand[], client: string, watchers: number): ReturnType<typeof exportPipelineJson> {
+    // The named schemas of this moment (the route checked the names and the scope; the watch's credential is checked
+    // again before each delivery).
+    const commands: readonly EvalCommandInput[] = resolveCommands(wire, this.schemas);
     const run = (engine: Engine) => exportPipelineJson(commands, engine, { context: requestContext(client), limits: this.settings.limits });
     if (this.observer) return this.observer.watchEvaluation(commands, watchers, run);
     return run({ stores: this.registry, ...(this.evaluator ? { expressions: this.evaluator } : {}) });
@@ -174,7 +193,7 @@ export class WatchHub implements PipelineOwner {
    * Serve a watch request (the route checked auth, the body, its limits and its scope already). `context.scope`
    * rewrites an error the way the plain request would.
    */
-  async serve(request: FastifyRequest, reply: FastifyReply, commands: EvalCommandInput[], context: WatchContext): Promise<FastifyReply> {
+  async serve(request: FastifyRequest, reply: FastifyReply, commands: WireCommand[], context: WatchContext): Promise<FastifyReply> {
     const { client, scope, credential } = context;
     const stream = wantsStream(request.headers.accept);
     const wait = this.waitOf(request);
@@ -245,20 +264,25 @@ export class WatchHub implements PipelineOwner {
   }
 
   /** A watch request while shutting down: one plain answer (a long poll answers at once). */
-  private async answerOnce(request: FastifyRequest, reply: FastifyReply, commands: EvalCommandInput[], client: string): Promise<FastifyReply> {
+  private async answerOnce(request: FastifyRequest, reply: FastifyReply, commands: WireCommand[], client: string): Promise<FastifyReply> {
     const { text: body, keys, backupStores } = await this.evaluate(commands, client, 0);
     request.cfguKeys = keys;
     return sendAnswer(request, reply, body, etagOf(body), backupStores);
   }
 
   /** The pipeline of this client and body (never another client's: its answers and its timing are that client's). */
-  private pipelineFor(commands: EvalCommandInput[], client: string): Pipeline {
+  private pipelineFor(commands: WireCommand[], client: string): Pipeline {
     const key = createHash('sha256').update(client).update('\0').update(JSON.stringify(commands)).digest('base64url');
     let p = this.pipelines.get(key);
     if (!p) {
       p = new Pipeline(this, key, commands, client);
       this.pipelines.set(key, p);
       for (const store of p.reads.keys()) this.feedOf(store).pipelines.add(p);
+      for (const name of p.schemaNames) {
+        let named = this.bySchema.get(name);
+        if (!named) this.bySchema.set(name, (named = new Set()));
+        named.add(p);
+      }
     }
     return p;
   }
@@ -270,6 +294,11 @@ export class WatchHub implements PipelineOwner {
     p.stop();
     this.pipelines.delete(p.key);
     this.held(p.state, undefined);
+    for (const name of p.schemaNames) {
+      const named = this.bySchema.get(name);
+      named?.delete(p);
+      if (named && !named.size) this.bySchema.delete(name);
+    }
     for (const store of p.reads.keys()) {
       const f = this.feeds.get(store);
       if (!f) continue;
@@ -340,6 +369,8 @@ export class WatchHub implements PipelineOwner {
     if (this.closed) return;
     this.drain();
     this.closed = true;
+    this.unlisten();
+    this.bySchema.clear();
     this.streams.stopHeartbeat();
     for (const p of this.pipelines.values()) p.stop();
     this.pipelines.clear();

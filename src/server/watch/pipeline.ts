@@ -5,6 +5,7 @@
  */
 import { Debouncer, exportPipelineJson, setsRead } from '../../core/index.js';
 import type { EvalCommandInput } from '../../core/types.js';
+import { schemaNamesOf, type WireCommand } from '../schemas/resolve.js';
 import type { StoreResolver } from '../../core/ports.js';
 import type { ServerSettings } from '../process/settings.js';
 import { answerState, markOf, type Poll, type ProblemState, type State, type Stream } from './state.js';
@@ -15,7 +16,7 @@ export interface PipelineOwner {
   readonly settings: ServerSettings;
   readonly stats: { evaluations: number };
   readonly closed: boolean;
-  evaluate(commands: readonly EvalCommandInput[], client: string, watchers: number): ReturnType<typeof exportPipelineJson>;
+  evaluate(commands: readonly WireCommand[], client: string, watchers: number): ReturnType<typeof exportPipelineJson>;
   problemState(e: unknown, message: string): ProblemState;
   /** A pipeline's answer went from `before` to `after` (undefined: none). */
   held(before: State | undefined, after: State | undefined): void;
@@ -30,15 +31,19 @@ export class Pipeline {
   readonly polls = new Set<Poll>();
   /** Store name -> the sets of it this pipeline reads (each command's set and its ancestors). */
   readonly reads: Map<string, Set<string>>;
+  /** The names of the server's schemas the pipeline names (a change of one re-evaluates it). */
+  readonly schemaNames: ReadonlySet<string>;
   readonly debouncer: Debouncer;
 
   constructor(
     readonly hub: PipelineOwner,
     readonly key: string,
-    readonly commands: EvalCommandInput[],
+    readonly commands: WireCommand[],
     readonly client: string,
   ) {
-    this.reads = setsRead(commands, hub.registry);
+    // Stores and sets are read from the commands as they came (a schema name changes neither).
+    this.reads = setsRead(commands as EvalCommandInput[], hub.registry);
+    this.schemaNames = schemaNamesOf(commands);
     this.debouncer = new Debouncer(() => this.evaluate(), hub.settings.watch.debounceMs);
     this.first = this.debouncer.run();
   }

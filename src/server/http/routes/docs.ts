@@ -28,6 +28,7 @@ export const apiDocs = fp<{ settings: ServerSettings }>(async (app, { settings }
       tags: [
         { name: 'configuration', description: 'Evaluate and export configuration' },
         { name: 'health', description: 'Liveness and readiness (never need a key)' },
+        { name: 'schemas', description: 'The named schemas of the server (.configu `schemas`)' },
       ],
       components: settings.auth.enabled
         ? { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'A preshared key, a scoped token, or a JWT of the configured issuer (docs/security.md)' } } }

@@ -23,27 +23,30 @@ import type { Observation } from '../../observe/observation.js';
 import type { ServerSettings } from '../../process/settings.js';
 import { headerSafe } from '../../watch/etags.js';
 import { explainRouteSchema } from '../explain-schemas.js';
+import type { NamedSchemas } from '../../schemas/registry.js';
 import { admitPipeline, pipelineLimits } from './pipeline-guards.js';
 
 export interface ExplainRouteOptions {
   settings: ServerSettings;
   /** The store a command without `store` reads (for scope checks), resolved once. */
   defaultStore: string | undefined;
+  /** The server's named schemas (a command may name one instead of carrying it). */
+  schemas: NamedSchemas;
   observation: Observation;
 }
 
 /** Every key explained, over all commands: what the audit line counts as the keys answered. */
 const explainedKeys = (outcome: ExplainOutcome): number => outcome.explanations.reduce((n, c) => n + c.keys.length, 0);
 
-export const explainRoute: FastifyPluginAsync<ExplainRouteOptions> = async (app, { settings, defaultStore, observation }) => {
+export const explainRoute: FastifyPluginAsync<ExplainRouteOptions> = async (app, { settings, defaultStore, observation, schemas }) => {
   const security = settings.auth.enabled ? [{ bearer: [] }] : [];
   app.post('/explain', {
     schema: { ...explainRouteSchema, security },
     config: { audit: 'explain', ...rateLimitRouteConfig(settings.rateLimit) },
     preValidation: pipelineLimits(settings.limits),
     handler: async (request: FastifyRequest, reply: FastifyReply) => {
-      const { commands, principal, client, scope } = admitPipeline(request, defaultStore);
-      const mayReadSet = readableSets(principal, commands, defaultStore);
+      const { commands, principal, client, scope } = admitPipeline(request, defaultStore, schemas);
+      const mayReadSet = readableSets(principal, commands, defaultStore, (schema) => schemas.versionOf(schema));
       const options = { context: requestContext(client), limits: settings.limits, revealHidden: false, ...(mayReadSet ? { mayReadSet } : {}) };
       let outcome: ExplainOutcome;
       try {

@@ -11,6 +11,8 @@ import type { EvalCommandInput } from '../../../core/types.js';
 import { ANONYMOUS, clientIdentity } from '../../access/credentials.js';
 import { refusedCommands, visibleStores, type Principal } from '../../access/scopes.js';
 import type { ServerSettings } from '../../process/settings.js';
+import type { NamedSchemas } from '../../schemas/registry.js';
+import { resolveCommands, type WireCommand } from '../../schemas/resolve.js';
 
 /** Limits first, so an oversized pipeline is 413 and never walked by the validator. */
 export function pipelineLimits(limits: ServerSettings['limits']): preValidationHookHandler {
@@ -42,6 +44,9 @@ export const errorScope = (principal: Principal) =>
 
 /** A pipeline request that passed the scope check. */
 export interface AdmittedPipeline {
+  /** The pipeline as sent: a command's schema an object, or the name of one of the server's schemas. */
+  wire: WireCommand[];
+  /** The pipeline with names resolved to the server's schema objects (the same object until the file changes). */
   commands: EvalCommandInput[];
   principal: Principal;
   /** Who the sandbox queues and budgets the request for: the credential's identity, else the client address. */
@@ -51,16 +56,19 @@ export interface AdmittedPipeline {
 }
 
 /**
- * The request's pipeline, once its principal may run every command of it. Before anything is read: a pipeline with
- * one command out of scope is refused whole (ForbiddenError, 403, naming each refused command).
+ * The request's pipeline, once its principal may run every command of it. Schema names are resolved first (an
+ * unknown name, or one the principal may not use: 400), then, before anything is read, a pipeline with one command out
+ * of scope is refused whole (ForbiddenError, 403, naming each refused command). A command naming a server schema is
+ * judged by that schema's labels.
  */
-export function admitPipeline(request: FastifyRequest, defaultStore: string | undefined): AdmittedPipeline {
-  const commands = request.body as EvalCommandInput[];
+export function admitPipeline(request: FastifyRequest, defaultStore: string | undefined, schemas: NamedSchemas): AdmittedPipeline {
+  const wire = request.body as WireCommand[];
   const principal = request.cfguPrincipal ?? ANONYMOUS;
+  const commands = resolveCommands(wire, schemas, principal);
   if (principal.grants !== 'all') {
-    const refused = refusedCommands(principal, commands, defaultStore);
+    const refused = refusedCommands(principal, commands, defaultStore, (schema) => schemas.versionOf(schema));
     if (refused.length) throw new ForbiddenError(refused, commands.length);
   }
   const client = principal.kind === 'anonymous' ? clientIdentity(undefined, request.ip, false) : principal.identity;
-  return { commands, principal, client, scope: errorScope(principal) };
+  return { wire, commands, principal, client, scope: errorScope(principal) };
 }
