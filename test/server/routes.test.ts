@@ -257,7 +257,7 @@ describe('error table', () => {
 
   test('a body the cache keeps is checked again while it fails, and passes again once it passed (body-validation.ts)', async () => {
     const a = await app();
-    // Over the body cache's 256-byte floor, so the same parsed (frozen) value comes back for the same text.
+    // Over the body cache's floor, so the same parsed (frozen) value comes back for the same text.
     const pad = 'x'.repeat(400);
     const bad = [{ schema: { keys: { A: { description: pad } } }, store: 'main', extra: true }];
     for (let i = 0; i < 3; i++) {

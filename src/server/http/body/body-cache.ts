@@ -21,8 +21,8 @@ export class BodyCache extends BudgetedLru<object> {
 
   constructor(
     budget: CacheBudget = cacheBudget,
-    /** Bodies smaller than this are cheap to parse and not worth a slot. */
-    private readonly minBytes = 256,
+    /** Bodies smaller than this are cheap to parse and not worth a slot (a pipeline naming a server schema is ~50 bytes: kept). */
+    private readonly minBytes = 16,
   ) {
     super('body', budget);
   }
