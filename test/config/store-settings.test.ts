@@ -129,6 +129,7 @@ describe('store configuration: unknown properties are start-up errors', () => {
       path: './c.json', watch: false, recheckMs: 100, lockTimeoutMs: 100, staleLockMs: 100, database: './c.db', tableName: 'cfg',
       timeout: 100, url: 'postgres://127.0.0.1/x', host: '127.0.0.1', port: 1, username: 'u', user: 'u', password: 'p',
       ssl: false, poolSize: 2, db: 0, hosts: ['http://127.0.0.1:2379'], feedIntervalMs: 500, notify: true,
+      history: { keep: 10, maxAgeDays: 30 },
     };
     for (const type of STORE_TYPES) {
       const configuration = Object.fromEntries(STORE_SETTINGS[type].map((s) => [s, type === 'redis' && s === 'url' ? 'redis://127.0.0.1' : values[s]]));
