@@ -168,7 +168,7 @@ export function planWrite(input: WriteInput): WritePlan {
     deletes,
     state: { revision, snapshot: history.enabled ? after : undefined },
     pruneThrough: Math.max(0, revision - history.keep),
-    pruneBefore: history.maxAgeDays === undefined ? undefined : now.getTime() - history.maxAgeDays * 86_400_000,
+    pruneBefore: history.maxAgeDays === undefined ? undefined : Math.floor(now.getTime() - history.maxAgeDays * 86_400_000),
   };
 }
 

@@ -1,0 +1,290 @@
+/**
+ * Revisions, compare-and-set writes and history (RevisionedStore, docs/stores.md "Revisions and history"), for every
+ * store kind on the real servers the suite uses (the machine's PostgreSQL, MariaDB and Redis under names this run owns;
+ * a private etcd), SQLite and json-file: write, history, conflicts, retention, outside changes, concurrency with one
+ * and with two store objects, and Configu's layout left as it was.
+ */
+import assert from 'node:assert/strict';
+import { describe, test, type TestContext } from 'node:test';
+import mysql from 'mysql2/promise';
+import pg from 'pg';
+import { RevisionConflictError } from '../../src/core/errors.js';
+import { isRevisioned, type Config, type RevisionedStore, type RevisionRecord } from '../../src/core/ports.js';
+import { InMemoryConfigStore } from '../../src/stores/in-memory.js';
+import { DEFAULT_HISTORY, type HistorySettings } from '../../src/stores/history.js';
+import { requireService } from '../helpers/services.js';
+import { KINDS, makeStore, MY, PG, RUN, type Kind } from './kinds.js';
+
+let counter = 0;
+
+/** The `history` store setting as `.configu` writes it. */
+type HistorySetting = false | { keep?: number; maxAgeDays?: number };
+
+const settingsOf = (h: HistorySetting | undefined): HistorySettings | undefined =>
+  h === undefined ? undefined : h === false ? { ...DEFAULT_HISTORY, enabled: false } : { enabled: true, keep: h.keep ?? DEFAULT_HISTORY.keep, maxAgeDays: h.maxAgeDays };
+
+interface Ctx {
+  /** Unique prefix of this test's sets and keys. */
+  p: string;
+  /** A new store object over this test's data (a second replica), with its own history setting. */
+  open(history?: HistorySetting): Promise<RevisionedStore>;
+  /** Configu's layout, read directly (for the key-value kinds: the storage keys that hold this test's sets). */
+  layout(): Promise<Config[]>;
+}
+
+const sortConfigs = (cs: readonly Config[]) => [...cs].sort((a, b) => `${a.set}\u0000${a.key}`.localeCompare(`${b.set}\u0000${b.key}`));
+
+/** Drop the history tables a SQL kind made next to `tableName` (the kinds' cleanup drops the config table only). */
+async function dropHistoryTables(kind: string, tableName: string): Promise<void> {
+  const names = [`${tableName}_revisions`, `${tableName}_history`];
+  if (kind === 'postgresql') {
+    const c = new pg.Client({ host: PG.host, port: PG.port, user: PG.username, database: PG.database });
+    await c.connect();
+    for (const n of names) await c.query(`DROP TABLE IF EXISTS "${n}"`);
+    await c.end();
+  } else if (kind === 'mariadb') {
+    const c = await mysql.createConnection({ host: MY.host, port: MY.port, user: MY.username, database: MY.database });
+    for (const n of names) await c.query(`DROP TABLE IF EXISTS \`${n}\``);
+    await c.end();
+  }
+}
+
+async function withStore(t: TestContext, kind: Kind, fn: (c: Ctx) => Promise<void>): Promise<void> {
+  if (kind.service && !(await requireService(t, kind.service.name, kind.service.probe))) return;
+  const tag = `${RUN}h${++counter}`;
+  const { configuration, raw, cleanup } = await kind.fresh(tag);
+  const opened: RevisionedStore[] = [];
+  let memory: InMemoryConfigStore | undefined;
+  const open = async (history?: HistorySetting) => {
+    let s: RevisionedStore;
+    if (kind.name === 'in-memory') {
+      // One process, one memory: a second object would be another store, so "replicas" share the first one.
+      memory ??= new InMemoryConfigStore('in-memory-test', settingsOf(history));
+      s = memory;
+    } else {
+      const store = makeStore(kind.name, { ...configuration, ...(history === undefined ? {} : { history }) });
+      assert.ok(isRevisioned(store), `${kind.name} keeps revisions`);
+      s = store;
+    }
+    opened.push(s);
+    await s.init();
+    return s;
+  };
+  const layout = async (): Promise<Config[]> => {
+    if (kind.name === 'in-memory') return [];
+    return (await raw.read()).filter((c) => c.set.includes(tag) || c.key.includes(tag));
+  };
+  try {
+    await fn({ p: tag, open, layout });
+  } finally {
+    for (const s of opened) await s.close();
+    if (typeof configuration.tableName === 'string') await dropHistoryTables(kind.name, configuration.tableName);
+    await cleanup();
+  }
+}
+
+const values = (records: readonly RevisionRecord[]) => records.map((r) => ({ revision: r.revision, recorded: r.recorded, changes: r.changes }));
+
+/** Every record of a set, newest first, read page by page. */
+async function allRecords(store: RevisionedStore, set: string, pageSize = 97): Promise<RevisionRecord[]> {
+  const out: RevisionRecord[] = [];
+  let before: number | undefined;
+  for (;;) {
+    const page = await store.history({ set, limit: pageSize, ...(before === undefined ? {} : { before }) });
+    out.push(...page.records);
+    if (page.next === undefined) return out;
+    before = page.next;
+  }
+}
+
+for (const kind of KINDS) {
+  describe(`revisions and history: ${kind.name}`, () => {
+    test('a write raises the revision and appends its record; history is newest first; the layout is Configu\'s', async (t) => {
+      await withStore(t, kind, async ({ p, open, layout }) => {
+        const store = await open();
+        const set = `s_${p}/eu`;
+        assert.deepEqual(await store.revision(set), { set, revision: 0, changedOutside: false });
+        const first = await store.write(set, [{ key: 'A', value: '1' }, { key: 'B', value: '2' }], { subject: 'alice', requestId: 'r1', message: 'first' });
+        assert.equal(first.revision, 1);
+        assert.equal(first.records.length, 1);
+        const second = await store.write(set, [{ key: 'B', value: null }, { key: 'A', value: '3' }, { key: 'C', value: '' }], { expectedRevision: 1 });
+        assert.equal(second.revision, 2);
+        assert.deepEqual(await store.revision(set), { set, revision: 2, changedOutside: false });
+        const page = await store.history({ set });
+        assert.deepEqual(values(page.records), [
+          {
+            revision: 2,
+            recorded: true,
+            changes: [
+              { key: 'A', before: '1', after: '3' },
+              { key: 'B', before: '2', after: null },
+              { key: 'C', before: null, after: null },
+            ],
+          },
+          { revision: 1, recorded: true, changes: [{ key: 'A', before: null, after: '1' }, { key: 'B', before: null, after: '2' }] },
+        ]);
+        assert.equal(page.next, undefined);
+        const [r2, r1] = page.records;
+        assert.deepEqual([r1!.subject, r1!.requestId, r1!.message, r1!.set], ['alice', 'r1', 'first', set]);
+        assert.deepEqual([r2!.subject, r2!.requestId, r2!.message], [null, null, null]);
+        assert.ok(Date.parse(r1!.time) <= Date.parse(r2!.time) && r2!.time.endsWith('Z'));
+        assert.deepEqual(first.records[0], r1);
+        // The data reads as usual, and the layout holds the configuration only.
+        assert.deepEqual(await store.get([{ set, key: 'A' }, { set, key: 'B' }]), [{ set, key: 'A', value: '3' }]);
+        if (kind.name !== 'in-memory') assert.deepEqual(await layout(), [{ set, key: 'A', value: '3' }]);
+        // Filters and pages.
+        assert.deepEqual((await store.history({ set, key: 'B' })).records.map((r) => r.revision), [2, 1]);
+        assert.deepEqual((await store.history({ set, key: 'C' })).records.map((r) => r.revision), [2]);
+        const one = await store.history({ set, limit: 1 });
+        assert.deepEqual([one.records.map((r) => r.revision), one.next], [[2], 2]);
+        assert.deepEqual((await store.history({ set, before: one.next })).records.map((r) => r.revision), [1]);
+        assert.deepEqual((await store.history({ set, since: '2999-01-01T00:00:00Z' })).records, []);
+        assert.deepEqual((await store.history({ set, until: '2000-01-01T00:00:00Z' })).records, []);
+        assert.deepEqual((await store.history({ set: `other_${p}` })).records, []);
+        // A rollback is a write of the `before` values with the expected revision.
+        const rollback = await store.write(set, r2!.changes.map((c) => ({ key: c.key, value: c.before })), { expectedRevision: 2, message: 'rollback to 1' });
+        assert.equal(rollback.revision, 3);
+        assert.deepEqual(sortConfigs(await store.get([{ set, key: 'A' }, { set, key: 'B' }, { set, key: 'C' }])), [
+          { set, key: 'A', value: '1' },
+          { set, key: 'B', value: '2' },
+        ]);
+      });
+    });
+
+    test('a stale expected revision is refused with the current one, and nothing is written', async (t) => {
+      await withStore(t, kind, async ({ p, open }) => {
+        const store = await open();
+        const set = `c_${p}`;
+        await store.write(set, [{ key: 'A', value: '1' }]);
+        await store.write(set, [{ key: 'A', value: '2' }], { expectedRevision: 1 });
+        for (const expected of [0, 1, 5]) {
+          await assert.rejects(store.write(set, [{ key: 'A', value: 'lost' }], { expectedRevision: expected }), (e: unknown) => {
+            assert.ok(e instanceof RevisionConflictError);
+            assert.deepEqual([e.store, e.set, e.expected, e.current, e.code], [`${kind.name}-test`, set, expected, 2, 'CFGU_REVISION_CONFLICT']);
+            return true;
+          });
+        }
+        assert.deepEqual(await store.get([{ set, key: 'A' }]), [{ set, key: 'A', value: '2' }]);
+        assert.deepEqual((await store.history({ set })).records.map((r) => r.revision), [2, 1]);
+        assert.equal((await store.revision(set)).revision, 2);
+      });
+    });
+
+    test('retention: by count, and by age (the newest record always stays); history off keeps revisions only', async (t) => {
+      await withStore(t, kind, async ({ p, open }) => {
+        const store = await open({ keep: 3 });
+        const set = `k_${p}`;
+        for (let i = 1; i <= 5; i++) await store.write(set, [{ key: 'A', value: String(i) }], { expectedRevision: i - 1 });
+        assert.deepEqual((await store.history({ set })).records.map((r) => r.revision), [5, 4, 3]);
+        if (kind.name === 'in-memory') return; // one store object: its settings are fixed
+        // 1e-6 days is 86.4 ms: records written before the pause are past it at the next write.
+        const aging = await open({ maxAgeDays: 1e-6 });
+        const aged = `a_${p}`;
+        for (let i = 1; i <= 3; i++) await aging.write(aged, [{ key: 'A', value: String(i) }]);
+        await new Promise((r) => setTimeout(r, 200));
+        await aging.write(aged, [{ key: 'A', value: '4' }]);
+        assert.deepEqual((await aging.history({ set: aged })).records.map((r) => r.revision), [4]);
+        await new Promise((r) => setTimeout(r, 200));
+        assert.deepEqual((await aging.history({ set: aged })).records.map((r) => r.revision), [4], 'pruning happens at writes only');
+        const off = await open(false);
+        const plain = `o_${p}`;
+        await off.write(plain, [{ key: 'A', value: '1' }]);
+        await off.write(plain, [{ key: 'A', value: '2' }], { expectedRevision: 1 });
+        await assert.rejects(off.write(plain, [{ key: 'A', value: '3' }], { expectedRevision: 1 }), RevisionConflictError);
+        assert.deepEqual(await off.history({ set: plain }), { set: plain, records: [] });
+        assert.deepEqual(await off.revision(plain), { set: plain, revision: 2, changedOutside: false });
+      });
+    });
+
+    test('a change made outside cfgu shows, and is recorded at the next write as not recorded, before the write\'s own record', async (t) => {
+      await withStore(t, kind, async ({ p, open }) => {
+        const store = await open();
+        const set = `x_${p}`;
+        // Present before cfgu kept history: the first write records them as found.
+        await store.set([{ set, key: 'OLD', value: 'o' }]);
+        assert.deepEqual(await store.revision(set), { set, revision: 0, changedOutside: true });
+        const first = await store.write(set, [{ key: 'A', value: '1' }], { subject: 'alice' });
+        assert.deepEqual(values(first.records), [
+          { revision: 1, recorded: false, changes: [{ key: 'OLD', before: null, after: 'o' }] },
+          { revision: 2, recorded: true, changes: [{ key: 'A', before: null, after: '1' }] },
+        ]);
+        assert.deepEqual([first.records[0]!.subject, first.records[0]!.requestId], [null, null]);
+        assert.match(first.records[0]!.message!, /not recorded/);
+        assert.deepEqual(await store.revision(set), { set, revision: 2, changedOutside: false });
+        // Another tool (set() writes Configu's layout and keeps no history) changes and removes keys.
+        await store.set([{ set, key: 'A', value: 'edited' }, { set, key: 'OLD', value: '' }, { set, key: 'NEW', value: 'n' }]);
+        assert.deepEqual(await store.revision(set), { set, revision: 2, changedOutside: true });
+        const next = await store.write(set, [{ key: 'B', value: 'b' }], { expectedRevision: 2, subject: 'bob' });
+        assert.equal(next.revision, 4);
+        assert.deepEqual(values((await store.history({ set })).records), [
+          { revision: 4, recorded: true, changes: [{ key: 'B', before: null, after: 'b' }] },
+          {
+            revision: 3,
+            recorded: false,
+            changes: [
+              { key: 'A', before: '1', after: 'edited' },
+              { key: 'NEW', before: null, after: 'n' },
+              { key: 'OLD', before: 'o', after: null },
+            ],
+          },
+          { revision: 2, recorded: true, changes: [{ key: 'A', before: null, after: '1' }] },
+          { revision: 1, recorded: false, changes: [{ key: 'OLD', before: null, after: 'o' }] },
+        ]);
+      });
+    });
+
+    const writers = async (stores: RevisionedStore[], set: string) => {
+      const accepted = new Map<string, number>();
+      let refused = 0;
+      const run = async (w: number) => {
+        const store = stores[w % stores.length]!;
+        let expected = (await store.revision(set)).revision;
+        for (let i = 0; i < 50; i++) {
+          const id = `w${w}-${i}`;
+          try {
+            const res = await store.write(set, [{ key: 'A', value: id }, { key: 'B', value: `${id}b` }, { key: `W${w}`, value: String(i) }], {
+              expectedRevision: expected,
+              requestId: id,
+            });
+            accepted.set(id, res.revision);
+            expected = res.revision;
+          } catch (e) {
+            if (!(e instanceof RevisionConflictError)) throw e;
+            refused++;
+            expected = e.current;
+          }
+        }
+      };
+      await Promise.all(Array.from({ length: 20 }, (_, w) => run(w)));
+      assert.equal(accepted.size + refused, 1000);
+      const records = (await allRecords(stores[0]!, set)).reverse();
+      assert.deepEqual(records.map((r) => r.revision), Array.from({ length: accepted.size }, (_, i) => i + 1), 'every revision once, in order');
+      assert.deepEqual(new Set(records.map((r) => r.requestId)), new Set(accepted.keys()), 'every accepted write is in the history');
+      for (const r of records) assert.equal(accepted.get(r.requestId!), r.revision);
+      for (let i = 1; i < records.length; i++) {
+        for (const c of records[i]!.changes.filter((c) => c.key === 'A')) assert.equal(c.before, records[i - 1]!.changes.find((x) => x.key === 'A')!.after);
+      }
+      const last = records.at(-1)!;
+      const got = await stores[0]!.get(last.changes.map((c) => ({ set, key: c.key })));
+      assert.deepEqual(sortConfigs(got), sortConfigs(last.changes.map((c) => ({ set, key: c.key, value: c.after! }))));
+      assert.equal((await stores[0]!.revision(set)).revision, accepted.size);
+      return { accepted: accepted.size, refused };
+    };
+
+    test('20 writers x 50 writes with expected revisions on one store object', async (t) => {
+      await withStore(t, kind, async ({ p, open }) => {
+        const { accepted, refused } = await writers([await open()], `w_${p}`);
+        t.diagnostic(`${kind.name}: ${accepted} accepted, ${refused} refused`);
+      });
+    });
+
+    if (kind.persistent) {
+      test('20 writers x 50 writes with expected revisions on two store objects (two replicas)', async (t) => {
+        await withStore(t, kind, async ({ p, open }) => {
+          const { accepted, refused } = await writers([await open(), await open()], `r_${p}`);
+          t.diagnostic(`${kind.name}: ${accepted} accepted, ${refused} refused`);
+        });
+      });
+    }
+  });
+}
