@@ -6,6 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test, type TestContext } from 'node:test';
+import { Etcd3 } from 'etcd3';
+import { Redis } from 'ioredis';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { RevisionConflictError } from '../../src/core/errors.js';
@@ -49,6 +51,36 @@ async function dropHistoryTables(kind: string, tableName: string): Promise<void>
   }
 }
 
+/**
+ * The key-value layout of this test's names, read directly, with the reserved `cfgu:` keys left out (kinds.ts reads
+ * every key holding the tag as configuration; the reserved ones are checked in a test of their own below).
+ */
+async function keyValueLayout(kind: string, configuration: Record<string, unknown>, tag: string): Promise<Config[]> {
+  const entries: Array<[string, string]> = [];
+  if (kind === 'redis') {
+    const r = new Redis({ host: '127.0.0.1', port: 6379, maxRetriesPerRequest: 1 });
+    try {
+      const keys = ((await r.keys(`*${tag}*`)) as string[]).filter((k) => !k.startsWith('cfgu:'));
+      for (const k of keys) entries.push([k, (await r.get(k))!]);
+    } finally {
+      r.disconnect();
+    }
+  } else {
+    const e = new Etcd3({ hosts: configuration.hosts as string });
+    try {
+      for (const [k, v] of Object.entries(await e.getAll().strings())) if (k.includes(tag) && !k.startsWith('cfgu:')) entries.push([k, v]);
+    } finally {
+      e.close();
+    }
+  }
+  const out: Config[] = [];
+  for (const [k, v] of entries) {
+    if (v.startsWith('{')) for (const [key, value] of Object.entries(JSON.parse(v) as Record<string, string>)) out.push({ set: k, key, value });
+    else out.push({ set: '', key: k, value: v });
+  }
+  return out;
+}
+
 async function withStore(t: TestContext, kind: Kind, fn: (c: Ctx) => Promise<void>): Promise<void> {
   if (kind.service && !(await requireService(t, kind.service.name, kind.service.probe))) return;
   const tag = `${RUN}h${++counter}`;
@@ -72,6 +104,7 @@ async function withStore(t: TestContext, kind: Kind, fn: (c: Ctx) => Promise<voi
   };
   const layout = async (): Promise<Config[]> => {
     if (kind.name === 'in-memory') return [];
+    if (kind.name === 'redis' || kind.name === 'etcd') return keyValueLayout(kind.name, configuration, tag);
     return (await raw.read()).filter((c) => c.set.includes(tag) || c.key.includes(tag));
   };
   try {
