@@ -5,16 +5,21 @@
  * and with two store objects, and Configu's layout left as it was.
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { describe, test, type TestContext } from 'node:test';
 import { Etcd3 } from 'etcd3';
 import { Redis } from 'ioredis';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { RevisionConflictError } from '../../src/core/errors.js';
+import { keyProblem, parseSet } from '../../src/core/names.js';
 import { isRevisioned, type Config, type RevisionedStore, type RevisionRecord } from '../../src/core/ports.js';
 import { InMemoryConfigStore } from '../../src/stores/in-memory.js';
 import { DEFAULT_HISTORY, type HistorySettings } from '../../src/stores/history.js';
 import { requireService } from '../helpers/services.js';
+import { waitFor } from '../helpers/wait.js';
 import { KINDS, makeStore, MY, PG, RUN, type Kind } from './kinds.js';
 
 let counter = 0;
@@ -30,6 +35,8 @@ interface Ctx {
   p: string;
   /** A new store object over this test's data (a second replica), with its own history setting. */
   open(history?: HistorySetting): Promise<RevisionedStore>;
+  /** The store's configuration (for a child process to open the same data). */
+  configuration: Record<string, unknown>;
   /** Configu's layout, read directly (for the key-value kinds: the storage keys that hold this test's sets). */
   layout(): Promise<Config[]>;
 }
@@ -108,7 +115,7 @@ async function withStore(t: TestContext, kind: Kind, fn: (c: Ctx) => Promise<voi
     return (await raw.read()).filter((c) => c.set.includes(tag) || c.key.includes(tag));
   };
   try {
-    await fn({ p: tag, open, layout });
+    await fn({ p: tag, open, layout, configuration });
   } finally {
     for (const s of opened) await s.close();
     if (typeof configuration.tableName === 'string') await dropHistoryTables(kind.name, configuration.tableName);
@@ -311,6 +318,34 @@ for (const kind of KINDS) {
       });
     });
 
+    if (kind.name === 'redis' || kind.name === 'etcd') {
+      test('the reserved cfgu: keys are never read as configuration: no set path or key can name them, list() skips them', async (t) => {
+        await withStore(t, kind, async ({ p, open }) => {
+          const store = await open();
+          const set = `l_${p}`;
+          await store.write(set, [{ key: 'A', value: '1' }]);
+          await store.write('', [{ key: `R_${p}`, value: 'root' }]);
+          const names = [`cfgu:rev:${set}`, `cfgu:hist:${set}`, 'cfgu:rev:', 'cfgu:hist:'];
+          for (const name of names) {
+            assert.ok(keyProblem(name), `${name} is no key name`);
+            assert.ok('problem' in parseSet(name), `${name} is no set path`);
+          }
+          const listed = await store.list('');
+          assert.deepEqual(listed.sets.filter((s) => s.set.startsWith('cfgu:') || s.keys.some((k) => k.startsWith('cfgu:'))), []);
+          assert.deepEqual((await store.list(set)).sets, [{ set, keys: ['A'] }]);
+          assert.ok(listed.sets.some((s) => s.set === '' && s.keys.includes(`R_${p}`)));
+          // The root set's revision and history are the database's (shared by every run on the machine's Redis).
+          const [newest] = (await store.history({ set: '', limit: 1 })).records;
+          assert.deepEqual([newest!.recorded, newest!.changes], [true, [{ key: `R_${p}`, before: null, after: 'root' }]]);
+          if (kind.name === 'redis') {
+            const r = new Redis({ host: '127.0.0.1', port: 6379, maxRetriesPerRequest: 1 });
+            await r.del('cfgu:rev:', 'cfgu:hist:');
+            r.disconnect();
+          }
+        });
+      });
+    }
+
     if (kind.persistent) {
       test('20 writers x 50 writes with expected revisions on two store objects (two replicas)', async (t) => {
         await withStore(t, kind, async ({ p, open }) => {
@@ -319,5 +354,55 @@ for (const kind of KINDS) {
         });
       });
     }
+  });
+}
+
+const WRITER = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'history-writer.ts');
+
+/** Fold a set's history (oldest first) from nothing: the values its records say the set holds. */
+function folded(records: readonly RevisionRecord[]): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const r of records) for (const c of r.changes) (c.after === null ? out.delete(c.key) : out.set(c.key, c.after));
+  return out;
+}
+
+for (const name of ['json-file', 'postgresql']) {
+  const kind = KINDS.find((k) => k.name === name)!;
+  describe(`crash safety: ${name}`, () => {
+    test('a writer killed (SIGKILL) in the middle of a stream of writes: history and stored values agree, three times over', async (t) => {
+      await withStore(t, kind, async ({ p, open, configuration }) => {
+        const set = `k_${p}`;
+        // A killed json-file writer leaves its lock behind: the next one takes it over once it is 300 ms stale.
+        const settings = kind.name === 'json-file' ? { ...configuration, staleLockMs: 300, lockTimeoutMs: 20_000 } : configuration;
+        for (let round = 0; round < 3; round++) {
+          const child = spawn(process.execPath, ['--import', 'tsx', WRITER, kind.name, JSON.stringify(settings), set], {
+            cwd: join(dirname(fileURLToPath(import.meta.url)), '..', '..'),
+            stdio: ['ignore', 'pipe', 'inherit'],
+          });
+          let accepted = 0;
+          child.stdout!.on('data', (d: Buffer) => (accepted += (d.toString().match(/rev \d+/g) ?? []).length));
+          const exited = new Promise((resolve) => child.once('exit', resolve));
+          await waitFor('the writer wrote 10 revisions', () => accepted >= 10 + round * 3);
+          child.kill('SIGKILL');
+          await exited;
+          const store = await open();
+          const records: RevisionRecord[] = [];
+          let before: number | undefined;
+          for (;;) {
+            const page = await store.history({ set, limit: 1000, ...(before === undefined ? {} : { before }) });
+            records.push(...page.records);
+            if (page.next === undefined) break;
+            before = page.next;
+          }
+          records.reverse();
+          assert.deepEqual(records.map((r) => r.revision), Array.from({ length: records.length }, (_, i) => i + 1));
+          assert.ok(records.every((r) => r.recorded), 'no write shows as an outside change');
+          const data = await store.get(['A', 'B', 'C'].map((key) => ({ set, key })));
+          assert.deepEqual(new Map(data.map((c) => [c.key, c.value])), folded(records));
+          assert.deepEqual(await store.revision(set), { set, revision: records.length, changedOutside: false });
+          t.diagnostic(`round ${round}: ${records.length} revisions, the writer reported ${accepted} of them`);
+        }
+      });
+    });
   });
 }
