@@ -53,6 +53,9 @@ const feedIntervalMs = numberIn('a number of milliseconds from 10 to 3600000', 1
  * kept per set (default 1000, at least 1) and their greatest age in days (default none). docs/stores.md, "Revisions and
  * history".
  */
+/** The properties of a `history` object. */
+const HISTORY_SETTINGS = ['keep', 'maxAgeDays'];
+
 const history = z
   .union(
     [
@@ -175,10 +178,12 @@ export function parseStoreSettings<K extends StoreType>(
   const unknown = issues.find((i) => i.code === 'unrecognized_keys');
   if (unknown && unknown.code === 'unrecognized_keys') {
     const key = unknown.keys[0]!;
-    throw new ConfigurationError(unknownPropertyMessage(where(key), key, STORE_SETTINGS[kind]), undefined, where(key));
+    // The only nested object is `history`.
+    const at = [...unknown.path.map(String), key].join('.');
+    throw new ConfigurationError(unknownPropertyMessage(where(at), key, unknown.path.length ? HISTORY_SETTINGS : STORE_SETTINGS[kind]), undefined, where(at));
   }
   const issue = issues[0]!;
-  const property = String(issue.path[0] ?? '');
+  const property = issue.path.map(String).join('.');
   if (!property) {
     throw new ConfigurationError(`store "${store}": configuration must be an object`, undefined, base);
   }
