@@ -16,6 +16,7 @@ import {
   isCfguError,
   LimitError,
   RateLimitedError,
+  RevisionConflictError,
   SandboxBusyError,
   SandboxUnavailableError,
   StoreUnavailableError,
@@ -56,6 +57,7 @@ export const PROBLEM_TYPES = {
   unauthorized: 'urn:cfgu:problem:unauthorized',
   forbidden: 'urn:cfgu:problem:forbidden',
   rateLimited: 'urn:cfgu:problem:rate-limited',
+  revisionConflict: 'urn:cfgu:problem:revision-conflict',
   blank: 'about:blank',
 } as const;
 
@@ -83,6 +85,10 @@ export interface Problem {
   rule?: string;
   /** 403: the commands the credential may not run (index, store, set). */
   refused?: RefusedCommand[];
+  /** 409 revision conflict: the set, the revision the write expected and the set's current one. */
+  set?: string;
+  expectedRevision?: number;
+  currentRevision?: number;
 }
 
 /** The members of a problem body beyond `type`, `title`, `status` and `detail`. */
@@ -238,6 +244,15 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode, Readonly<CatalogueEntry
   [ErrorCodes.FORBIDDEN_PROPERTY]: row(BodyRefusedError, 'BodyRefusedError', {
     http: { status: 400, type: T.invalidRequest, title: 'Invalid Request' },
     exit: EXIT_USAGE,
+  }),
+  [ErrorCodes.REVISION_CONFLICT]: row(RevisionConflictError, 'RevisionConflictError', {
+    http: {
+      status: 409,
+      type: T.revisionConflict,
+      title: 'Revision Conflict',
+      members: (e) => ({ store: e.store, set: e.set, expectedRevision: e.expected, currentRevision: e.current }),
+    },
+    exit: EXIT_FAILED,
   }),
   [ErrorCodes.INVALID_CONFIGURATION]: row(ConfigurationError, 'ConfigurationError', {
     exit: EXIT_USAGE,

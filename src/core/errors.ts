@@ -70,6 +70,8 @@ export const ErrorCodes = {
   UNSUPPORTED_CHARSET: 'CFGU_UNSUPPORTED_CHARSET',
   /** A JSON request body with a `__proto__` or `constructor.prototype` property (the prototype-poisoning guard). */
   FORBIDDEN_PROPERTY: 'CFGU_FORBIDDEN_PROPERTY',
+  /** A write named a revision of a set that is no longer its current one: nothing was written. */
+  REVISION_CONFLICT: 'CFGU_REVISION_CONFLICT',
 } as const;
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
@@ -258,6 +260,25 @@ export class BodyRefusedError extends CfguError {
         : 'the request body contains a `__proto__` or `constructor.prototype` property, which the server refuses',
     );
     this.name = 'BodyRefusedError';
+  }
+}
+
+/** A write named an expected revision of a set, and the set is at another one (`current`); nothing was written. */
+export class RevisionConflictError extends CfguError {
+  readonly store: string;
+  readonly set: string;
+  readonly expected: number;
+  readonly current: number;
+  constructor(store: string, set: string, expected: number, current: number) {
+    super(
+      ErrorCodes.REVISION_CONFLICT,
+      `set "${set}" of store "${store}" is at revision ${current}, not ${expected}: it changed since it was read; nothing was written`,
+    );
+    this.name = 'RevisionConflictError';
+    this.store = store;
+    this.set = set;
+    this.expected = expected;
+    this.current = current;
   }
 }
 

@@ -57,6 +57,110 @@ export interface ConfigStore {
   watch?(listener: ChangeListener): ChangeFeed;
 }
 
+/**
+ * A store that keeps revisions and a history of its sets (every kind in src/stores does). Each set has a revision
+ * number, 0 until cfgu first writes it; every `write` raises it and appends a RevisionRecord, in the same atomic step
+ * as the change to the configuration data (which keeps the layout Configu's tools read). A rollback is a `write` of
+ * the values a record shows as `before`, with `expectedRevision`. Per kind: docs/stores.md, "Revisions and history".
+ */
+export interface RevisionedStore extends ConfigStore {
+  /** The set's current revision, and whether its data changed since then outside cfgu (when the kind can tell). */
+  revision(set: string): Promise<SetRevision>;
+  /**
+   * Change keys of one set, atomically: check `expectedRevision` (when given), record any change made outside cfgu
+   * since the last revision (a record with `recorded: false`), apply the changes to the data, append this write's
+   * record, prune by the store's retention. All of it or none of it. Throws RevisionConflictError (nothing written)
+   * when the set is at another revision than `expectedRevision`; StoreUnavailableError as set() does.
+   */
+  write(set: string, changes: readonly ConfigChange[], options?: WriteOptions): Promise<WriteResult>;
+  /** One page of a set's history, newest first. */
+  history(query: HistoryQuery): Promise<HistoryPage>;
+}
+
+/** One key of a write: its new value, or null (or "") to remove it. */
+export interface ConfigChange {
+  key: string;
+  value: string | null;
+}
+
+export interface WriteOptions {
+  /** Refuse the write (RevisionConflictError) unless the set is at this revision (0: never written through cfgu). */
+  expectedRevision?: number;
+  /** Who writes (the authenticated subject); recorded as is. */
+  subject?: string;
+  /** The request's id; recorded as is. */
+  requestId?: string;
+  /** Why; recorded as is. */
+  message?: string;
+}
+
+/** A key's value before and after a revision; null: absent. */
+export interface KeyChange {
+  key: string;
+  before: string | null;
+  after: string | null;
+}
+
+/** One revision of a set, as its history holds it. */
+export interface RevisionRecord {
+  set: string;
+  revision: number;
+  /** When it was written (ISO 8601, UTC, the writing process's clock). */
+  time: string;
+  subject: string | null;
+  requestId: string | null;
+  message: string | null;
+  /**
+   * True for a write through cfgu. False for a change cfgu found but did not make (another tool wrote the data since
+   * the last revision): its changes are the difference found, and nothing else about it is known.
+   */
+  recorded: boolean;
+  /** Sorted by key. */
+  changes: KeyChange[];
+}
+
+export interface SetRevision {
+  set: string;
+  revision: number;
+  /** True when the data differs from what the last revision left (a change outside cfgu, not yet recorded). */
+  changedOutside: boolean;
+}
+
+export interface WriteResult {
+  set: string;
+  /** The set's revision after the write (this write's record). */
+  revision: number;
+  /** The records the write appended: an unrecorded one first when an outside change was found, then its own. */
+  records: RevisionRecord[];
+}
+
+/** What `history` reads: one set, newest first, at most `limit` records (default 100, at most 1000). */
+export interface HistoryQuery {
+  set: string;
+  /** Only records that change this key. */
+  key?: string;
+  /** Only records written at or after this time (ISO 8601). */
+  since?: string;
+  /** Only records written before this time (ISO 8601). */
+  until?: string;
+  /** Only records with a lower revision: the `next` of the previous page. */
+  before?: number;
+  limit?: number;
+}
+
+export interface HistoryPage {
+  set: string;
+  records: RevisionRecord[];
+  /** Present when older records may match: pass it as `before` for the next page. */
+  next?: number;
+}
+
+/** True for a store that keeps revisions and history. */
+export function isRevisioned(store: ConfigStore): store is RevisionedStore {
+  const s = store as Partial<RevisionedStore>;
+  return typeof s.revision === 'function' && typeof s.write === 'function' && typeof s.history === 'function';
+}
+
 /** The bounds of one ConfigStore.list call; each a positive integer. */
 export interface SetListOptions {
   /** At most this many sets are listed (default DEFAULT_SET_LIST_LIMITS.sets). */

@@ -22,13 +22,31 @@ import { unavailable, withTimeout } from './common.js';
 import { backoff, FeedLife, FeedSink, OpenFeeds } from './feed.js';
 import { applyKeyValueWrites, decodeKeyValue, KeyValueLister, ReadKeys, storageKeys } from './key-value.js';
 import { descendantRange, listArguments } from './listing.js';
-import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore, SetListing, SetListOptions } from '../core/ports.js';
+import { changedOutside, checkedChanges, checkedQuery, checkedSet, DEFAULT_HISTORY, type HistorySettings } from './history.js';
+import { EtcdHistory } from './etcd-history.js';
+import type {
+  ChangeFeed,
+  ChangeListener,
+  Config,
+  ConfigChange,
+  ConfigQuery,
+  HistoryPage,
+  HistoryQuery,
+  RevisionedStore,
+  SetListing,
+  SetListOptions,
+  SetRevision,
+  WriteOptions,
+  WriteResult,
+} from '../core/ports.js';
 
 export interface EtcdStoreOptions {
   hosts: string | string[];
   username?: string;
   password?: string;
   timeoutMs?: number;
+  /** Revisions and history (docs/stores.md, "Revisions and history"); default DEFAULT_HISTORY. */
+  history?: HistorySettings;
 }
 
 const MAX_OPS_PER_TXN = 128;
@@ -36,7 +54,7 @@ const MAX_WRITE_ATTEMPTS = 20;
 /** Storage keys per range read of list() (values included: keeps an answer well under gRPC's 4 MiB default). */
 const LIST_PAGE = 256;
 
-export class EtcdConfigStore implements ConfigStore {
+export class EtcdConfigStore implements RevisionedStore {
   readonly type = 'etcd';
   private client: Etcd3 | undefined;
   private readonly timeoutMs: number;
@@ -49,6 +67,30 @@ export class EtcdConfigStore implements ConfigStore {
     private readonly options: EtcdStoreOptions,
   ) {
     this.timeoutMs = options.timeoutMs ?? 3000;
+    this.historySettings = options.history ?? { ...DEFAULT_HISTORY };
+    this.revisions = new EtcdHistory(name, this.historySettings);
+  }
+
+  private readonly historySettings: HistorySettings;
+  private readonly revisions: EtcdHistory;
+
+  async revision(set: string): Promise<SetRevision> {
+    const s = checkedSet(set);
+    const { state, current } = await this.guard((c) => this.revisions.revision(c, s));
+    return { set: s, revision: state.revision, changedOutside: changedOutside(state, current, this.historySettings) };
+  }
+
+  /** etcd-history.ts: read with mod revisions, then one transaction that compares them. */
+  async write(set: string, changes: readonly ConfigChange[], options?: WriteOptions): Promise<WriteResult> {
+    const s = checkedSet(set);
+    const checked = checkedChanges(changes);
+    const plan = await this.guard((c) => this.revisions.write(c, s, checked, options));
+    return { set: s, revision: plan.revision, records: plan.records };
+  }
+
+  async history(query: HistoryQuery): Promise<HistoryPage> {
+    const q = checkedQuery(query);
+    return this.guard((c) => this.revisions.history(c, q));
   }
 
   private etcd(): Etcd3 {

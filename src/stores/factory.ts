@@ -85,7 +85,7 @@ export function buildStore(definition: StoreDefinition): ConfigStore {
     }
     case 'etcd': {
       const s = settingsOf(definition);
-      return new EtcdConfigStore(name, { hosts: (s.hosts ?? s.host ?? s.url)!, username: s.username, password: s.password, timeoutMs: s.timeout });
+      return new EtcdConfigStore(name, { hosts: (s.hosts ?? s.host ?? s.url)!, username: s.username, password: s.password, timeoutMs: s.timeout, history: s.history });
     }
   }
 }

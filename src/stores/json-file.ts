@@ -22,17 +22,34 @@
  * for file systems that deliver no events (network mounts, some containers). Each look compares the fingerprint, and
  * when it moved, reads the file and reports exactly the sets whose configs differ from the last look.
  */
-import { readFileSync, statSync, watch, type FSWatcher } from 'node:fs';
+import { statSync, watch, type FSWatcher } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { basename, dirname } from 'node:path';
 import { StoreUnavailableError } from '../core/errors.js';
 import { writeFileAtomic } from './atomic-write.js';
-import { FileLock, sweepLeftovers } from './file-lock.js';
+import { FileLock, sweepLeftovers, type HeldLock } from './file-lock.js';
+import { changedOutside, checkedChanges, checkedQuery, checkedSet, DEFAULT_HISTORY, type HistorySettings } from './history.js';
+import { JsonFileHistory, valuesOf } from './json-file-history.js';
 import { AnswerMemo, indexBySet, Mutex, pairKey, reasonOf, splitWrites, type SetIndex } from './common.js';
-import { parseJsonConfigs, setSnapshot } from './json-file-format.js';
-import { changedSets, DEFAULT_FEED_INTERVAL_MS, FeedSink, OpenFeeds, Poller } from './feed.js';
+import { parseJsonConfigs } from './json-file-format.js';
+import { DEFAULT_FEED_INTERVAL_MS, OpenFeeds, type Poller } from './feed.js';
+import { watchJsonFile } from './json-file-feed.js';
 import { listArguments, listingFromIndex } from './listing.js';
-import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore, SetListing, SetListOptions } from '../core/ports.js';
+import type {
+  ChangeFeed,
+  ChangeListener,
+  Config,
+  ConfigChange,
+  ConfigQuery,
+  HistoryPage,
+  HistoryQuery,
+  RevisionedStore,
+  SetListing,
+  SetListOptions,
+  SetRevision,
+  WriteOptions,
+  WriteResult,
+} from '../core/ports.js';
 
 export { parseJsonConfigs };
 
@@ -53,11 +70,13 @@ export interface JsonFileStoreOptions {
   recheckMs?: number;
   /** Change feed: the safety-net check's period (ms) behind the file-system notifications. Default 1000. */
   feedIntervalMs?: number;
+  /** Revisions and history, in `<path>.history.json` (docs/stores.md, "Revisions and history"). */
+  history?: HistorySettings;
 }
 
 const isCode = (e: unknown, ...codes: string[]) => codes.includes((e as NodeJS.ErrnoException)?.code ?? '');
 
-export class JsonFileConfigStore implements ConfigStore {
+export class JsonFileConfigStore implements RevisionedStore {
   readonly type = 'json-file';
   readonly path: string;
   private readonly lock: FileLock;
@@ -101,7 +120,12 @@ export class JsonFileConfigStore implements ConfigStore {
     this.recheckMs = options.recheckMs ?? 1000;
     this.useWatch = options.watch ?? false;
     this.feedIntervalMs = options.feedIntervalMs ?? DEFAULT_FEED_INTERVAL_MS['json-file'];
+    this.historySettings = options.history ?? { ...DEFAULT_HISTORY };
+    this.revisions = new JsonFileHistory(options.path, name, this.historySettings);
   }
+
+  private readonly historySettings: HistorySettings;
+  private readonly revisions: JsonFileHistory;
 
   async init(): Promise<void> {
     this.closed = false;
@@ -131,107 +155,76 @@ export class JsonFileConfigStore implements ConfigStore {
   async set(configs: readonly Config[]): Promise<void> {
     if (!configs.length) return;
     const { upserts, deletes } = splitWrites(configs);
-    await this.writes.run(async () => {
+    await this.commit(async (current) => {
+      for (const c of deletes) current.delete(pairKey(c.set, c.key));
+      for (const c of upserts) current.set(pairKey(c.set, c.key), { ...c });
+    });
+  }
+
+  /** The sidecar first, then the data file, both under the lock (json-file-history.ts: how a crash between them reads). */
+  async write(set: string, changes: readonly ConfigChange[], options?: WriteOptions): Promise<WriteResult> {
+    const s = checkedSet(set);
+    const checked = checkedChanges(changes);
+    const plan = await this.commit(async (current, file, lock) => {
+      const plan = await this.revisions.prepare(s, file, current, checked, options, () => lock.check());
+      for (const c of plan.deletes) current.delete(pairKey(c.set, c.key));
+      for (const c of plan.upserts) current.set(pairKey(c.set, c.key), { ...c });
+      return plan;
+    });
+    return { set: s, revision: plan.revision, records: plan.records };
+  }
+
+  async revision(set: string): Promise<SetRevision> {
+    const s = checkedSet(set);
+    const file = await this.fresh();
+    const state = await this.revisions.state(s, file);
+    return { set: s, revision: state.revision, changedOutside: changedOutside(state, valuesOf(this.data.values(), s), this.historySettings) };
+  }
+
+  async history(query: HistoryQuery): Promise<HistoryPage> {
+    const q = checkedQuery(query);
+    return this.revisions.history(q, await this.fresh());
+  }
+
+  /** The in-memory copy brought up to date (as get() does); returns the identity of the file it reflects. */
+  private async fresh(): Promise<string> {
+    const pending = this.refresh();
+    if (pending) await pending;
+    if (this.error) throw this.error;
+    return this.fingerprint ?? 'missing';
+  }
+
+  /**
+   * Under the lock: read the file again (other processes may have written since our last look) with its identity,
+   * let `change` edit the configs, write the file atomically, and take the result as the in-memory copy.
+   */
+  private async commit<T>(change: (current: Map<string, Config>, file: string, lock: HeldLock) => Promise<T>): Promise<T> {
+    const result = await this.writes.run(async () => {
       const lock = await this.lock.acquire();
       try {
-        // Re-read under the lock: other processes may have written since our last look.
+        const file = await stat(this.path, { bigint: true }).then(
+          (st) => `${st.ino}:${st.size}:${st.mtimeNs}`,
+          () => 'missing',
+        );
         const current = await this.readFromDisk();
-        for (const c of deletes) current.delete(pairKey(c.set, c.key));
-        for (const c of upserts) {
-          const k = pairKey(c.set, c.key);
-          const old = current.get(k);
-          if (old) old.value = c.value;
-          else current.set(k, { ...c });
-        }
+        const out = await change(current, file, lock);
         const fingerprint = await this.writeAtomically([...current.values()], () => lock.check());
         await sweepLeftovers(this.path, this.staleLockMs);
         this.data = current;
         this.fingerprint = fingerprint;
         this.error = undefined;
+        return out;
       } finally {
         await lock.release();
       }
     });
     for (const p of this.feedPollers) p.now();
+    return result;
   }
 
+  /** json-file-feed.ts */
   watch(listener: ChangeListener): ChangeFeed {
-    const sink = new FeedSink(listener);
-    const base = basename(this.path);
-    let watcher: FSWatcher | undefined;
-    let fingerprint: string | undefined;
-    let snapshot: Map<string, string> | undefined;
-
-    /** One look: fingerprint, then (when it moved) the file's per-set snapshot. Synchronous: one stat, maybe one read. */
-    const look = (): void => {
-      if (!watcher && !sink.isClosed) watcher = watchFolder();
-      let now: string;
-      let next: Map<string, string>;
-      try {
-        const st = statSync(this.path, { bigint: true, throwIfNoEntry: false });
-        if (st !== undefined && !st.isFile()) throw Object.assign(new Error('not a file'), { code: 'EISDIR' });
-        now = st === undefined ? 'missing' : `${st.ino}:${st.size}:${st.mtimeNs}`;
-        if (now === fingerprint) {
-          sink.ok();
-          return;
-        }
-        let text = '';
-        if (st !== undefined) {
-          try {
-            text = readFileSync(this.path, 'utf8');
-          } catch (e) {
-            if (!isCode(e, 'ENOENT')) throw e;
-            poller.now(); // replaced while we looked: look again
-            return;
-          }
-        }
-        const parsed = parseJsonConfigs(text);
-        if (!parsed.ok) throw new StoreUnavailableError(this.name, parsed.reason);
-        next = setSnapshot(parsed.configs.values());
-      } catch (e) {
-        fingerprint = undefined;
-        sink.fail(e instanceof StoreUnavailableError ? e : new StoreUnavailableError(this.name, `cannot read the file: ${reasonOf(e)}`));
-        return;
-      }
-      fingerprint = now;
-      const before = snapshot;
-      snapshot = next;
-      if (!before) {
-        sink.ok();
-        return;
-      }
-      const sets = changedSets(before, next);
-      if (sets.length) sink.change({ sets });
-      else sink.ok();
-    };
-    const poller = new Poller(this.feedIntervalMs, async () => look());
-    const watchFolder = (): FSWatcher | undefined => {
-      try {
-        const w = watch(dirname(this.path), { persistent: false }, (_event, filename) => {
-          if (filename === null || filename === undefined || String(filename) === base) poller.now();
-        });
-        w.on('error', () => {
-          // Folder removed or watch limit reached: the periodic check carries on and watches again later.
-          w.close();
-          if (watcher === w) watcher = undefined;
-          poller.now();
-        });
-        return w;
-      } catch {
-        return undefined;
-      }
-    };
-    // The first look is synchronous: what watch() returns compares against the file as it is now.
-    look();
-    poller.start();
-    this.feedPollers.add(poller);
-    return this.openFeeds.add(async () => {
-      sink.close();
-      this.feedPollers.delete(poller);
-      watcher?.close();
-      watcher = undefined;
-      await poller.stop();
-    });
+    return watchJsonFile({ path: this.path, store: this.name, intervalMs: this.feedIntervalMs }, listener, this.feedPollers, this.openFeeds);
   }
 
   async close(): Promise<void> {

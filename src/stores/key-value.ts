@@ -39,6 +39,27 @@ function asValue(v: unknown): string | undefined {
   return undefined;
 }
 
+/**
+ * Reserved storage keys: cfgu keeps revisions and history under names that begin with `cfgu:` (history.ts). A key name
+ * or set path matches ^[A-Za-z0-9_-]+ (and `/` between segments in a set path), so no (set, key) cfgu reads or writes
+ * is ever stored under such a name, and list() skips them.
+ */
+export const RESERVED_PREFIX = 'cfgu:';
+
+export const isReserved = (storageKey: string): boolean => storageKey.startsWith(RESERVED_PREFIX);
+
+/** A set's key -> value from the raw value of its storage key (what get() would answer for each of its keys). */
+export function setValuesOf(raw: string | undefined | null): Map<string, string> {
+  const out = new Map<string, string>();
+  const obj = parseObject(raw ?? undefined);
+  if (!obj) return out;
+  for (const key of Object.keys(obj)) {
+    const v = asValue(obj[key]);
+    if (v !== undefined) out.set(key, v);
+  }
+  return out;
+}
+
 /** Answer queries from the raw values of their storage keys (`undefined` = absent). */
 export function decodeKeyValue(queries: readonly ConfigQuery[], raw: ReadonlyMap<string, string | undefined>): Config[] {
   const out: Config[] = [];
@@ -212,7 +233,7 @@ export class KeyValueLister {
   }
 
   add(storageKey: string, raw: string | null | undefined): void {
-    if (raw === null || raw === undefined || raw === '') return;
+    if (raw === null || raw === undefined || raw === '' || isReserved(storageKey)) return;
     const keys = setKeysOf(raw);
     if (keys) {
       if (storageKey === '' || !isUnder(this.prefix, storageKey)) return;

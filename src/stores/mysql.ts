@@ -20,6 +20,9 @@ import { causeOf, configId, indexName, connectionSecrets } from './common.js';
 import { DEFAULT_FEED_INTERVAL_MS } from './feed.js';
 import { likeEscape } from './listing.js';
 import { SqlConfigStore } from './sql.js';
+import type { HistorySettings, WritePlan } from './history.js';
+import { MysqlHistory } from './mysql-history.js';
+import type { SqlHistoryDriver } from './sql-history.js';
 import type { ChangeFeed, ChangeListener, Config, ConfigQuery } from '../core/ports.js';
 
 export interface MysqlStoreOptions {
@@ -35,6 +38,8 @@ export interface MysqlStoreOptions {
   poolSize?: number;
   /** Period of the change feed's check (ms). */
   feedIntervalMs?: number;
+  /** Revisions and history (docs/stores.md, "Revisions and history"); default DEFAULT_HISTORY. */
+  history?: HistorySettings;
 }
 
 const q = (id: string) => `\`${id.replace(/`/g, '``')}\``;
@@ -58,8 +63,15 @@ export class MysqlConfigStore extends SqlConfigStore {
     private readonly options: MysqlStoreOptions,
     type: 'mysql' | 'mariadb' = 'mysql',
   ) {
-    super(name, options.tableName ?? 'config', options.timeoutMs ?? 3000);
+    super(name, options.tableName ?? 'config', options.timeoutMs ?? 3000, options.history);
     this.type = type;
+    this.historyStatements = new MysqlHistory(() => this.pool!, this.table, this.timeoutMs, (plan: WritePlan) => this.rowStatements(plan.upserts, plan.deletes));
+  }
+
+  private readonly historyStatements: MysqlHistory;
+
+  protected historyDriver(): SqlHistoryDriver {
+    return this.historyStatements;
   }
 
   protected secrets(): (string | undefined)[] {
@@ -146,22 +158,8 @@ export class MysqlConfigStore extends SqlConfigStore {
     return (result as Array<{ set: string | Buffer; key: string | Buffer }>).map((r) => ({ set: String(r.set), key: String(r.key) }));
   }
 
-  protected async write(upserts: readonly Config[], deletes: readonly ConfigQuery[]): Promise<void> {
-    const t = q(this.table);
-    const statements: Array<[string, unknown[]]> = [];
-    if (deletes.length) {
-      statements.push([
-        `DELETE FROM ${t} WHERE (\`set\`, \`key\`) IN (${deletes.map(() => '(?, ?)').join(', ')})`,
-        deletes.flatMap((p) => [p.set, p.key]),
-      ]);
-    }
-    if (upserts.length) {
-      statements.push([
-        `INSERT INTO ${t} (\`id\`, \`set\`, \`key\`, \`value\`) VALUES ${upserts.map(() => '(?, ?, ?, ?)').join(', ')} ` +
-          `ON DUPLICATE KEY UPDATE \`value\` = VALUES(\`value\`)`,
-        upserts.flatMap((c) => [configId(c.set, c.key), c.set, c.key, c.value]),
-      ]);
-    }
+  protected async writeRows(upserts: readonly Config[], deletes: readonly ConfigQuery[]): Promise<void> {
+    const statements = this.rowStatements(upserts, deletes);
     if (statements.length === 1) {
       const [sql, values] = statements[0]!;
       await this.exec(sql, values);
@@ -178,6 +176,26 @@ export class MysqlConfigStore extends SqlConfigStore {
     } finally {
       conn.release();
     }
+  }
+
+  /** The DELETE of the "" values and the upsert of the others (each only when there is something to do). */
+  private rowStatements(upserts: readonly Config[], deletes: readonly ConfigQuery[]): Array<[string, unknown[]]> {
+    const t = q(this.table);
+    const statements: Array<[string, unknown[]]> = [];
+    if (deletes.length) {
+      statements.push([
+        `DELETE FROM ${t} WHERE (\`set\`, \`key\`) IN (${deletes.map(() => '(?, ?)').join(', ')})`,
+        deletes.flatMap((p) => [p.set, p.key]),
+      ]);
+    }
+    if (upserts.length) {
+      statements.push([
+        `INSERT INTO ${t} (\`id\`, \`set\`, \`key\`, \`value\`) VALUES ${upserts.map(() => '(?, ?, ?, ?)').join(', ')} ` +
+          `ON DUPLICATE KEY UPDATE \`value\` = VALUES(\`value\`)`,
+        upserts.flatMap((c) => [configId(c.set, c.key), c.set, c.key, c.value]),
+      ]);
+    }
+    return statements;
   }
 
   protected async guard<T>(what: string, fn: () => Promise<T>): Promise<T> {

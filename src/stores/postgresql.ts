@@ -27,6 +27,9 @@ import { configId, indexName, connectionSecrets, unavailable } from './common.js
 import { backoff, DEFAULT_FEED_INTERVAL_MS, FeedLife, FeedSink } from './feed.js';
 import { descendantRange, likeEscape } from './listing.js';
 import { SqlConfigStore } from './sql.js';
+import type { HistorySettings, WritePlan } from './history.js';
+import { PostgresHistory } from './postgresql-history.js';
+import type { SqlHistoryDriver } from './sql-history.js';
 import type { ChangeFeed, ChangeListener, Config, ConfigQuery } from '../core/ports.js';
 
 export interface PostgresStoreOptions {
@@ -44,6 +47,8 @@ export interface PostgresStoreOptions {
   notify?: boolean;
   /** Period of the periodic check (without `notify`), or of the trigger check (with it), in ms. */
   feedIntervalMs?: number;
+  /** Revisions and history (docs/stores.md, "Revisions and history"); default DEFAULT_HISTORY. */
+  history?: HistorySettings;
 }
 
 const q = (id: string) => `"${id.replace(/"/g, '""')}"`;
@@ -67,7 +72,14 @@ export class PostgresConfigStore extends SqlConfigStore {
     name: string,
     private readonly options: PostgresStoreOptions,
   ) {
-    super(name, options.tableName ?? 'config', options.timeoutMs ?? 3000);
+    super(name, options.tableName ?? 'config', options.timeoutMs ?? 3000, options.history);
+    this.historyStatements = new PostgresHistory(() => this.pool!, this.table, (c, plan) => this.writePlan(c, plan));
+  }
+
+  private readonly historyStatements: PostgresHistory;
+
+  protected historyDriver(): SqlHistoryDriver {
+    return this.historyStatements;
   }
 
   protected secrets(): (string | undefined)[] {
@@ -319,8 +331,17 @@ $fn$`,
     return (r.provider === null || r.provider === 'c' || r.provider === 'b') && /^(C|POSIX)(\.UTF-?8)?$/i.test(r.locale ?? '');
   }
 
-  protected async write(upserts: readonly Config[], deletes: readonly ConfigQuery[]): Promise<void> {
-    await this.pool!.query({
+  protected async writeRows(upserts: readonly Config[], deletes: readonly ConfigQuery[]): Promise<void> {
+    await this.pool!.query(this.writeQuery(upserts, deletes));
+  }
+
+  /** A write's config rows, on the connection of its transaction. */
+  private async writePlan(c: pg.PoolClient, plan: WritePlan): Promise<void> {
+    await c.query(this.writeQuery(plan.upserts, plan.deletes));
+  }
+
+  private writeQuery(upserts: readonly Config[], deletes: readonly ConfigQuery[]): pg.QueryConfig {
+    return {
       text: this.writeSql,
       values: [
         deletes.map((p) => p.set),
@@ -330,7 +351,7 @@ $fn$`,
         upserts.map((c) => c.key),
         upserts.map((c) => c.value),
       ],
-    });
+    };
   }
 
   protected isMissingTable(err: unknown): boolean {

@@ -28,7 +28,23 @@ import { Mutex, unavailable, withTimeout, connectionSecrets } from './common.js'
 import { DEFAULT_FEED_INTERVAL_MS, FeedSink, OpenFeeds, Poller, setsOf } from './feed.js';
 import { applyKeyValueWrites, decodeKeyValue, KeyValueLister, ReadKeys, storageKeyOf, storageKeys } from './key-value.js';
 import { globEscape, listArguments } from './listing.js';
-import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore, SetListing, SetListOptions } from '../core/ports.js';
+import { changedOutside, checkedChanges, checkedQuery, checkedSet, DEFAULT_HISTORY, type HistorySettings } from './history.js';
+import { RedisHistory } from './redis-history.js';
+import type {
+  ChangeFeed,
+  ChangeListener,
+  Config,
+  ConfigChange,
+  ConfigQuery,
+  HistoryPage,
+  HistoryQuery,
+  RevisionedStore,
+  SetListing,
+  SetListOptions,
+  SetRevision,
+  WriteOptions,
+  WriteResult,
+} from '../core/ports.js';
 
 export interface RedisStoreOptions {
   url?: string;
@@ -40,6 +56,8 @@ export interface RedisStoreOptions {
   timeoutMs?: number;
   /** Period of the change feed's check when the server has no keyspace notifications (ms). */
   feedIntervalMs?: number;
+  /** Revisions and history (docs/stores.md, "Revisions and history"); default DEFAULT_HISTORY. */
+  history?: HistorySettings;
 }
 
 const MAX_WRITE_ATTEMPTS = 20;
@@ -51,7 +69,7 @@ export function keyspaceEventsEnabled(flags: string): boolean {
 
 
 
-export class RedisConfigStore implements ConfigStore {
+export class RedisConfigStore implements RevisionedStore {
   readonly type = 'redis';
   private client: Redis | undefined;
   private readonly writes = new Mutex();
@@ -67,6 +85,30 @@ export class RedisConfigStore implements ConfigStore {
     private readonly options: RedisStoreOptions,
   ) {
     this.timeoutMs = options.timeoutMs ?? 3000;
+    this.historySettings = options.history ?? { ...DEFAULT_HISTORY };
+    this.revisions = new RedisHistory(name, this.historySettings, (c) => this.channel(c));
+  }
+
+  private readonly historySettings: HistorySettings;
+  private readonly revisions: RedisHistory;
+
+  async revision(set: string): Promise<SetRevision> {
+    const s = checkedSet(set);
+    const { state, current } = await this.guard((c) => this.revisions.revision(c, s));
+    return { set: s, revision: state.revision, changedOutside: changedOutside(state, current, this.historySettings) };
+  }
+
+  /** redis-history.ts: WATCH, read, MULTI ... EXEC, serialised with set() (WATCH state is per connection). */
+  async write(set: string, changes: readonly ConfigChange[], options?: WriteOptions): Promise<WriteResult> {
+    const s = checkedSet(set);
+    const checked = checkedChanges(changes);
+    const plan = await this.writes.run(() => this.guard((c) => this.revisions.write(c, s, checked, options)));
+    return { set: s, revision: plan.revision, records: plan.records };
+  }
+
+  async history(query: HistoryQuery): Promise<HistoryPage> {
+    const q = checkedQuery(query);
+    return this.guard((c) => this.revisions.history(c, q));
   }
 
   private secrets(): (string | undefined)[] {

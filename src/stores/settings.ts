@@ -9,6 +9,7 @@ import * as z from 'zod';
 import { unknownPropertyMessage } from '../core/suggest.js';
 import { ConfigurationError } from '../core/errors.js';
 import { DEFAULT_TIMEOUT_MS } from './common.js';
+import { DEFAULT_HISTORY, type HistorySettings } from './history.js';
 import type { StoreType } from './normalise.js';
 
 /** Absent: `undefined` or `null` (numbers also take the empty text a missing variable renders to as absent). */
@@ -47,6 +48,34 @@ const flag = z.preprocess(
 
 const feedIntervalMs = numberIn('a number of milliseconds from 10 to 3600000', 10, 3_600_000);
 
+/**
+ * `history`: `false` (revisions only, no records), `true` or absent (the defaults), or `{ keep, maxAgeDays }`: records
+ * kept per set (default 1000, at least 1) and their greatest age in days (default none). docs/stores.md, "Revisions and
+ * history".
+ */
+/** The properties of a `history` object. */
+const HISTORY_SETTINGS = ['keep', 'maxAgeDays'];
+
+const history = z
+  .union(
+    [
+      z.boolean(),
+      z.enum(['true', 'false']).transform((v) => v === 'true'),
+      z.strictObject({
+        keep: numberIn('a whole number of records from 1', 1).refine((v) => v === undefined || Number.isInteger(v), { error: 'must be a whole number of records from 1' }),
+        maxAgeDays: numberIn('a number of days above 0', Number.MIN_VALUE),
+      }),
+    ],
+    { error: 'must be true, false or an object { keep, maxAgeDays }' },
+  )
+  .nullish()
+  .transform((v): HistorySettings | undefined => {
+    if (v === undefined || v === null) return undefined;
+    if (v === true) return { ...DEFAULT_HISTORY };
+    if (v === false) return { ...DEFAULT_HISTORY, enabled: false };
+    return { enabled: true, keep: v.keep ?? DEFAULT_HISTORY.keep, maxAgeDays: v.maxAgeDays };
+  });
+
 const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
 
 /** A plain SQL identifier (letters, digits, `_`; at most 63 characters); `config` when absent. */
@@ -77,6 +106,7 @@ const sqlServer = {
   timeout,
   poolSize: count,
   feedIntervalMs,
+  history,
 };
 
 /** One URL or a list of them. */
@@ -93,9 +123,10 @@ export const STORE_SCHEMAS = {
     lockTimeoutMs: count,
     staleLockMs: count,
     feedIntervalMs,
+    history,
   }),
   'in-memory': z.strictObject({}),
-  sqlite: z.strictObject({ database: requiredText, tableName, timeout, feedIntervalMs }),
+  sqlite: z.strictObject({ database: requiredText, tableName, timeout, feedIntervalMs, history }),
   postgresql: z.strictObject({ ...sqlServer, notify: flag }),
   mysql: z.strictObject(sqlServer),
   mariadb: z.strictObject(sqlServer),
@@ -108,9 +139,10 @@ export const STORE_SCHEMAS = {
     db: count,
     timeout,
     feedIntervalMs,
+    history,
   }),
   etcd: z
-    .strictObject({ hosts: urls, host: urls, url: urls, username: text, password: text, timeout })
+    .strictObject({ hosts: urls, host: urls, url: urls, username: text, password: text, timeout, history })
     .superRefine((s, ctx) => {
       const list = s.hosts ?? s.host ?? s.url ?? [];
       if (!list.length || !list.every((h) => h !== '')) {
@@ -146,10 +178,12 @@ export function parseStoreSettings<K extends StoreType>(
   const unknown = issues.find((i) => i.code === 'unrecognized_keys');
   if (unknown && unknown.code === 'unrecognized_keys') {
     const key = unknown.keys[0]!;
-    throw new ConfigurationError(unknownPropertyMessage(where(key), key, STORE_SETTINGS[kind]), undefined, where(key));
+    // The only nested object is `history`.
+    const at = [...unknown.path.map(String), key].join('.');
+    throw new ConfigurationError(unknownPropertyMessage(where(at), key, unknown.path.length ? HISTORY_SETTINGS : STORE_SETTINGS[kind]), undefined, where(at));
   }
   const issue = issues[0]!;
-  const property = String(issue.path[0] ?? '');
+  const property = issue.path.map(String).join('.');
   if (!property) {
     throw new ConfigurationError(`store "${store}": configuration must be an object`, undefined, base);
   }

@@ -15,7 +15,23 @@
 import { answerFrom, causeOf, Lazy, splitWrites, unavailable, uniqueQueries, withTimeout } from './common.js';
 import { changedSets, FeedSink, LocalFeeds, OpenFeeds, Poller } from './feed.js';
 import { listArguments, listingFromRows } from './listing.js';
-import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore, SetListing, SetListOptions } from '../core/ports.js';
+import { changedOutside, checkedChanges, checkedQuery, checkedSet, DEFAULT_HISTORY, HistoryPager, planWrite, type HistorySettings } from './history.js';
+import { HISTORY_BATCH, type SqlHistoryDriver } from './sql-history.js';
+import type {
+  ChangeFeed,
+  ChangeListener,
+  Config,
+  ConfigChange,
+  ConfigQuery,
+  HistoryPage,
+  HistoryQuery,
+  RevisionedStore,
+  SetListing,
+  SetListOptions,
+  SetRevision,
+  WriteOptions,
+  WriteResult,
+} from '../core/ports.js';
 
 /** Largest number of (set, key) pairs in one statement (far beyond a request's batch; keeps under bind limits). */
 export const MAX_PAIRS_PER_STATEMENT = 2000;
@@ -59,7 +75,7 @@ export function digestRows(rows: ReadonlyArray<{ s: unknown; a: unknown; b: unkn
   return { total: text(all), sets: new Map([...acc].map(([s, x]) => [s, text(x)])) };
 }
 
-export abstract class SqlConfigStore implements ConfigStore {
+export abstract class SqlConfigStore implements RevisionedStore {
   abstract readonly type: string;
   protected readonly ready: Lazy;
   /** The change feeds of this object, told of the writes made through it. */
@@ -67,13 +83,21 @@ export abstract class SqlConfigStore implements ConfigStore {
   /** Open change feeds, closed with the store. */
   protected readonly openFeeds = new OpenFeeds();
 
+  /** The history tables exist (created on the first revision(), write() or history(), not at connect). */
+  private readonly historyReady: Lazy;
+
   protected constructor(
     readonly name: string,
     protected readonly table: string,
     protected readonly timeoutMs: number,
+    protected readonly historySettings: HistorySettings = { ...DEFAULT_HISTORY },
   ) {
     this.ready = new Lazy(() => this.guard('connect', () => this.connect()));
+    this.historyReady = new Lazy(() => this.guard('create the history tables', () => this.historyDriver().createTables()));
   }
+
+  /** The kind's statements for revisions and history (sql-history.ts). */
+  protected abstract historyDriver(): SqlHistoryDriver;
 
   /** Open the connection/pool and create the table when absent. */
   protected abstract connect(): Promise<void>;
@@ -87,7 +111,7 @@ export abstract class SqlConfigStore implements ConfigStore {
    */
   protected abstract selectUnder(prefix: string, rows: number): Promise<ReadonlyArray<{ set: string; key: string }>>;
   /** Apply deletes and upserts atomically. */
-  protected abstract write(upserts: readonly Config[], deletes: readonly ConfigQuery[]): Promise<void>;
+  protected abstract writeRows(upserts: readonly Config[], deletes: readonly ConfigQuery[]): Promise<void>;
   protected abstract disconnect(): Promise<void>;
   /** Secrets to keep out of error messages (passwords). */
   protected secrets(): (string | undefined)[] {
@@ -130,17 +154,66 @@ export abstract class SqlConfigStore implements ConfigStore {
     // A fixed row order makes concurrent batches take row locks in the same order (fewer deadlocks).
     upserts.sort(byPair);
     deletes.sort(byPair);
+    await this.retrying(() => this.guard('write', () => this.writeRows(upserts, deletes)));
+    this.feeds.written(configs);
+  }
+
+  /** Run a transaction again after a deadlock or serialization failure (the server rolled it back). */
+  private async retrying<T>(run: () => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.guard('write', () => this.write(upserts, deletes));
-        this.feeds.written(configs);
-        return;
+        return await run();
       } catch (e) {
-        // Deadlock / serialization failure between concurrent writers: the server rolled back; try again.
         if (attempt >= MAX_WRITE_ATTEMPTS || !this.isRetryable(causeOf(e))) throw e;
         await new Promise((r) => setTimeout(r, Math.random() * 5 * attempt));
       }
     }
+  }
+
+  async revision(set: string): Promise<SetRevision> {
+    const s = checkedSet(set);
+    await this.ready.ensure();
+    await this.historyReady.ensure();
+    const { state, current } = await this.guard('read the revision', () => this.historyDriver().readState(s));
+    return { set: s, revision: state.revision, changedOutside: changedOutside(state, current, this.historySettings) };
+  }
+
+  /** One transaction (sql-history.ts); retried after a deadlock, where the retry may then find a conflict. */
+  async write(set: string, changes: readonly ConfigChange[], options?: WriteOptions): Promise<WriteResult> {
+    const s = checkedSet(set);
+    const checked = checkedChanges(changes);
+    await this.ready.ensure();
+    await this.historyReady.ensure();
+    const plan = await this.retrying(() =>
+      this.guard('write', () =>
+        this.historyDriver().transact(s, (state, current) =>
+          planWrite({ store: this.name, set: s, current, state, changes: checked, options, history: this.historySettings }),
+        ),
+      ),
+    );
+    this.feeds.written([...plan.upserts, ...plan.deletes.map((d) => ({ ...d, value: '' }))]);
+    return { set: s, revision: plan.revision, records: plan.records };
+  }
+
+  /** Newest first, HISTORY_BATCH records per statement (bounded by time in SQL, by key here) until the page is full. */
+  async history(query: HistoryQuery): Promise<HistoryPage> {
+    const q = checkedQuery(query);
+    await this.ready.ensure();
+    await this.historyReady.ensure();
+    const pager = new HistoryPager(q);
+    let before = q.before;
+    let more = true;
+    while (more && !pager.done) {
+      const batch = Math.max(HISTORY_BATCH, q.limit + 1);
+      const rows = await this.guard('read the history', () =>
+        this.historyDriver().readRecords(q.set, Number.isFinite(before) ? before : Number.MAX_SAFE_INTEGER, batch, q.since ?? -1, q.until ?? Number.MAX_SAFE_INTEGER),
+      );
+      let i = 0;
+      for (; i < rows.length && !pager.done; i++) pager.add(rows[i]!);
+      more = i < rows.length || rows.length === batch;
+      before = rows.at(-1)?.revision ?? 0;
+    }
+    return pager.page(more);
   }
 
   /** A deadlock or serialization failure: the transaction was rolled back and can be retried. */
@@ -209,7 +282,10 @@ export abstract class SqlConfigStore implements ConfigStore {
     try {
       return await withTimeout(fn(), this.timeoutMs * 2 + 500, `${this.type} ${what}`);
     } catch (e) {
-      if (this.isMissingTable(e)) this.ready.reset();
+      if (this.isMissingTable(e)) {
+        this.ready.reset();
+        this.historyReady.reset();
+      }
       throw unavailable(this.name, e, this.secrets());
     }
   }

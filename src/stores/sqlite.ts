@@ -16,6 +16,9 @@ import { configId, indexName, unavailable } from './common.js';
 import { descendantRange } from './listing.js';
 import { DEFAULT_FEED_INTERVAL_MS, FeedSink, Poller, setsOf } from './feed.js';
 import { SqlConfigStore } from './sql.js';
+import type { HistorySettings } from './history.js';
+import type { SqlHistoryDriver } from './sql-history.js';
+import { SqliteHistory } from './sqlite-history.js';
 import type { ChangeFeed, ChangeListener, Config, ConfigQuery } from '../core/ports.js';
 
 export interface SqliteStoreOptions {
@@ -23,6 +26,8 @@ export interface SqliteStoreOptions {
   tableName?: string;
   timeoutMs?: number;
   feedIntervalMs?: number;
+  /** Revisions and history (docs/stores.md, "Revisions and history"); default DEFAULT_HISTORY. */
+  history?: HistorySettings;
 }
 
 const q = (id: string) => `"${id.replace(/"/g, '""')}"`;
@@ -110,10 +115,12 @@ export class SqliteConfigStore extends SqlConfigStore {
   private statements: SqliteStatements | undefined;
   private readonly database: string;
   private readonly feedIntervalMs: number;
+  private readonly historyStatements: SqliteHistory;
 
   constructor(name: string, options: SqliteStoreOptions) {
-    super(name, options.tableName ?? 'config', options.timeoutMs ?? 3000);
+    super(name, options.tableName ?? 'config', options.timeoutMs ?? 3000, options.history);
     this.database = options.database;
+    this.historyStatements = new SqliteHistory(() => this.db!, () => this.statements!, this.table);
     this.feedIntervalMs = options.feedIntervalMs ?? DEFAULT_FEED_INTERVAL_MS.sqlite;
   }
 
@@ -177,7 +184,11 @@ export class SqliteConfigStore extends SqlConfigStore {
     return this.statements!.under(prefix, rows);
   }
 
-  protected async write(upserts: readonly Config[], deletes: readonly ConfigQuery[]): Promise<void> {
+  protected historyDriver(): SqlHistoryDriver {
+    return this.historyStatements;
+  }
+
+  protected async writeRows(upserts: readonly Config[], deletes: readonly ConfigQuery[]): Promise<void> {
     this.statements!.write(upserts, deletes);
   }
 

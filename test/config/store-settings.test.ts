@@ -43,7 +43,7 @@ async function rejectsWith(stores: unknown, message: string, property: string) {
   });
 }
 
-const SQL = 'url, host, port, username, user, password, database, ssl, tableName, timeout, poolSize, feedIntervalMs';
+const SQL = 'url, host, port, username, user, password, database, ssl, tableName, timeout, poolSize, feedIntervalMs, history';
 
 describe('store configuration: unknown properties are start-up errors', () => {
   test('sql servers (postgresql, mysql, mariadb): `tablename` and `timout` are named with the right spelling', async () => {
@@ -65,22 +65,22 @@ describe('store configuration: unknown properties are start-up errors', () => {
   test('json-file, sqlite, redis, etcd', async () => {
     await rejectsWith(
       { files: { type: 'json-file', configuration: { path: './c.json', staleLockMS: 1000 } } },
-      'unknown property "stores.files.configuration.staleLockMS" (did you mean "staleLockMs"? allowed here: path, watch, recheckMs, lockTimeoutMs, staleLockMs, feedIntervalMs)',
+      'unknown property "stores.files.configuration.staleLockMS" (did you mean "staleLockMs"? allowed here: path, watch, recheckMs, lockTimeoutMs, staleLockMs, feedIntervalMs, history)',
       'stores.files.configuration.staleLockMS',
     );
     await rejectsWith(
       { local: { type: 'sqlite', configuration: { database: './c.db', table: 'x' } } },
-      'unknown property "stores.local.configuration.table" (allowed here: database, tableName, timeout, feedIntervalMs)',
+      'unknown property "stores.local.configuration.table" (allowed here: database, tableName, timeout, feedIntervalMs, history)',
       'stores.local.configuration.table',
     );
     await rejectsWith(
       { cache: { type: 'redis', configuration: { url: 'redis://127.0.0.1:6379', database: 2 } } },
-      'unknown property "stores.cache.configuration.database" (allowed here: url, host, port, username, password, db, timeout, feedIntervalMs)',
+      'unknown property "stores.cache.configuration.database" (allowed here: url, host, port, username, password, db, timeout, feedIntervalMs, history)',
       'stores.cache.configuration.database',
     );
     await rejectsWith(
       { kv: { type: 'etcd', configuration: { hosts: 'http://127.0.0.1:2379', hots: 'x' } } },
-      'unknown property "stores.kv.configuration.hots" (did you mean "hosts"? allowed here: hosts, host, url, username, password, timeout)',
+      'unknown property "stores.kv.configuration.hots" (did you mean "hosts"? allowed here: hosts, host, url, username, password, timeout, history)',
       'stores.kv.configuration.hots',
     );
   });
@@ -129,6 +129,7 @@ describe('store configuration: unknown properties are start-up errors', () => {
       path: './c.json', watch: false, recheckMs: 100, lockTimeoutMs: 100, staleLockMs: 100, database: './c.db', tableName: 'cfg',
       timeout: 100, url: 'postgres://127.0.0.1/x', host: '127.0.0.1', port: 1, username: 'u', user: 'u', password: 'p',
       ssl: false, poolSize: 2, db: 0, hosts: ['http://127.0.0.1:2379'], feedIntervalMs: 500, notify: true,
+      history: { keep: 10, maxAgeDays: 30 },
     };
     for (const type of STORE_TYPES) {
       const configuration = Object.fromEntries(STORE_SETTINGS[type].map((s) => [s, type === 'redis' && s === 'url' ? 'redis://127.0.0.1' : values[s]]));
@@ -159,6 +160,25 @@ describe('store configuration: unknown properties are start-up errors', () => {
 });
 
 describe('the settings as the store kinds receive them (src/stores/settings.ts)', () => {
+  test('history: true, false, or { keep, maxAgeDays }, read from text too; absent is the kind\'s default', () => {
+    const h = (history: unknown) => parseStoreSettings('sqlite', { database: './c.db', history }, 's').history;
+    assert.equal(h(undefined), undefined);
+    assert.deepEqual(h(true), { enabled: true, keep: 1000, maxAgeDays: undefined });
+    assert.deepEqual(h('false'), { enabled: false, keep: 1000, maxAgeDays: undefined });
+    assert.deepEqual(h({ keep: '7', maxAgeDays: '1.5' }), { enabled: true, keep: 7, maxAgeDays: 1.5 });
+    const refused = (history: unknown, message: string, property: string) =>
+      assert.throws(() => h(history), (e: unknown) => e instanceof ConfigurationError && e.message === message && e.property === property);
+    refused('yes', 'store "s": configuration.history must be true, false or an object { keep, maxAgeDays }', 'stores.s.configuration.history');
+    refused({ keep: 0 }, 'store "s": configuration.history.keep must be a whole number of records from 1', 'stores.s.configuration.history.keep');
+    refused({ keep: 2.5 }, 'store "s": configuration.history.keep must be a whole number of records from 1', 'stores.s.configuration.history.keep');
+    refused({ maxAgeDays: 0 }, 'store "s": configuration.history.maxAgeDays must be a number of days above 0', 'stores.s.configuration.history.maxAgeDays');
+    refused(
+      { kep: 1 },
+      'unknown property "stores.s.configuration.history.kep" (did you mean "keep"? allowed here: keep, maxAgeDays)',
+      'stores.s.configuration.history.kep',
+    );
+  });
+
   test('the list of settings is the schema of each kind', () => {
     for (const type of STORE_TYPES) assert.deepEqual(STORE_SETTINGS[type], Object.keys(STORE_SCHEMAS[type].shape), type);
   });

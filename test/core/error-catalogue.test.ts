@@ -19,6 +19,7 @@ import {
   ForbiddenError,
   InputError,
   RateLimitedError,
+  RevisionConflictError,
   UnauthorizedError,
   LimitError,
   SandboxBusyError,
@@ -65,6 +66,7 @@ const samples: Record<ErrorCode, CfguError> = {
   [ErrorCodes.INVALID_CONFIGURATION]: new ConfigurationError('bad .configu', '/srv/.configu', 'stores'),
   [ErrorCodes.UNSUPPORTED_CHARSET]: new BodyRefusedError(ErrorCodes.UNSUPPORTED_CHARSET),
   [ErrorCodes.FORBIDDEN_PROPERTY]: new BodyRefusedError(ErrorCodes.FORBIDDEN_PROPERTY),
+  [ErrorCodes.REVISION_CONFLICT]: new RevisionConflictError('main', 'prod', 5, 7),
 };
 
 test('every error code has one entry, and every CfguError class has entries', () => {

@@ -21,6 +21,7 @@ import {
   InputError,
   LimitError,
   RateLimitedError,
+  RevisionConflictError,
   SandboxBusyError,
   SandboxUnavailableError,
   StoreUnavailableError,
@@ -216,6 +217,23 @@ const cases: Record<ErrorCode, { error: CfguError; reply: ProblemReply; exit: nu
     },
     exit: 2,
     lines: ['cfgu eval: the request body contains a `__proto__` or `constructor.prototype` property, which the server refuses'],
+  },
+  [ErrorCodes.REVISION_CONFLICT]: {
+    error: new RevisionConflictError('main', 'prod', 5, 7),
+    reply: {
+      problem: {
+        type: 'urn:cfgu:problem:revision-conflict',
+        title: 'Revision Conflict',
+        status: 409,
+        detail: 'set "prod" of store "main" is at revision 7, not 5: it changed since it was read; nothing was written',
+        store: 'main',
+        set: 'prod',
+        expectedRevision: 5,
+        currentRevision: 7,
+      },
+    },
+    exit: 1,
+    lines: ['cfgu eval: set "prod" of store "main" is at revision 7, not 5: it changed since it was read; nothing was written'],
   },
   [ErrorCodes.INVALID_CONFIGURATION]: {
     error: new ConfigurationError('is not an object', join(process.cwd(), 'conf', '.configu'), 'stores'),

@@ -18,7 +18,7 @@ class StubbedStore extends MysqlConfigStore {
     super('db', { host: '127.0.0.1' }, 'mariadb');
   }
   protected async connect(): Promise<void> {}
-  protected async write(): Promise<void> {
+  protected async writeRows(): Promise<void> {
     throw this.failure;
   }
   protected async disconnect(): Promise<void> {}
