@@ -136,6 +136,9 @@ export const problemSchema = {
     schema: { type: 'string', description: 'The unknown schema name (400 from POST /export, 404 from GET /schemas/{name}).' },
     closestSchemas: { type: 'array', items: { type: 'string' }, description: 'The names of the server\'s schemas close to the unknown one (at most three).' },
     requestId: { type: 'string', description: 'Request id to quote to the operator (500).' },
+    set: { type: 'string', description: 'The set whose revision moved (409).' },
+    expectedRevision: { type: 'integer', description: 'The revision the write expected (409).' },
+    currentRevision: { type: 'integer', description: 'The set\'s revision now, to read and write again against (409).' },
     refused: {
       type: 'array',
       description: 'The commands outside the credential\'s scope (403): index, store and set.',
