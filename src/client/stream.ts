@@ -29,23 +29,177 @@ const retryAfterMs = (res: Response): number | undefined => {
   return v && /^\d+$/.test(v.trim()) ? Number(v.trim()) * 1000 : undefined;
 };
 
-export function follow<T>(core: ClientCore<T>, onChange: (a: Answer<T>) => void, onError?: (e: CfguClientError) => void): Subscription {
-  const initialMs = core.options.reconnect?.initialDelayMs ?? 500;
-  const maxMs = core.options.reconnect?.maxDelayMs ?? 30_000;
-  const idleMs = core.options.idleTimeoutMs ?? 45_000;
-  let closing = false;
-  let current: AbortController | undefined;
-  let wake: (() => void) | undefined;
-  let done!: (e: CfguClientError | undefined) => void;
-  const closed = new Promise<CfguClientError | undefined>((r) => (done = r));
-  const report = (e: CfguClientError) => {
-    if (!closing) onError?.(e);
-  };
+/** One subscription: its loop of connections, and what each connection delivers. */
+class Follower<T> {
+  private closing = false;
+  private current: AbortController | undefined;
+  private wake: (() => void) | undefined;
+  private done!: (e: CfguClientError | undefined) => void;
+  readonly closed = new Promise<CfguClientError | undefined>((r) => (this.done = r));
+  private readonly initialMs: number;
+  private readonly maxMs: number;
+  private readonly idleMs: number;
 
-  /** Deliver a message event; false when it breaks the format (the connection is then opened again). */
-  const deliver = (e: SseEvent): boolean => {
+  constructor(
+    private readonly core: ClientCore<T>,
+    private readonly onChange: (a: Answer<T>) => void,
+    private readonly onError: ((e: CfguClientError) => void) | undefined,
+  ) {
+    this.initialMs = core.options.reconnect?.initialDelayMs ?? 500;
+    this.maxMs = core.options.reconnect?.maxDelayMs ?? 30_000;
+    this.idleMs = core.options.idleTimeoutMs ?? 45_000;
+  }
+
+  close(): void {
+    if (this.closing) return;
+    this.closing = true;
+    this.current?.abort();
+    this.wake?.();
+  }
+
+  private report(e: CfguClientError): void {
+    if (!this.closing) this.onError?.(e);
+  }
+
+  /** Connections one after another until closed or refused for good. */
+  async run(): Promise<void> {
+    let attempt = 0;
+    let refreshed = false;
+    while (!this.closing) {
+      const outcome = await this.connect(refreshed);
+      if (this.closing) break;
+      if (outcome.kind === 'stop') return this.stop(outcome.error);
+      // A connection that delivered resets the back-off and allows one more token refresh.
+      if (outcome.fresh) {
+        attempt = 0;
+        refreshed = false;
+      }
+      if ('refresh' in outcome && !refreshed) {
+        refreshed = true;
+        try {
+          await this.core.tokens.refresh(outcome.refresh);
+        } catch (e) {
+          return this.stop(e as CfguClientError);
+        }
+        continue; // at once, with the new token
+      }
+      await this.pause(Math.max(outcome.waitMs ?? 0, backoffDelay(attempt++, this.initialMs, this.maxMs)));
+    }
+    this.done(undefined);
+  }
+
+  private stop(error: CfguClientError): void {
+    this.report(error);
+    this.closing = true;
+    this.done(error);
+  }
+
+  private pause(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.wake = () => (clearTimeout(timer), resolve());
+    });
+  }
+
+  /** Open one connection and follow it. */
+  private async connect(refreshed: boolean): Promise<Outcome> {
+    const controller = new AbortController();
+    this.current = controller;
+    const core = this.core;
+    let res: Response;
+    let token: string | undefined;
+    try {
+      const sent = await core.headers('text/event-stream', core.kept ? { 'last-event-id': core.kept.etag } : {});
+      token = sent.token;
+      res = await core.fetch(core.exportUrl, { method: 'POST', headers: sent.headers, body: core.body, signal: controller.signal });
+    } catch (e) {
+      if (e instanceof CfguClientError) return { kind: 'stop', error: e }; // getToken failed
+      if (!this.closing) this.report(unreachable(core.exportUrl, e));
+      return { kind: 'again', fresh: false };
+    }
+    if (res.status === 200 && /^text\/event-stream\b/i.test(res.headers.get('content-type') ?? '') && res.body) return this.read(res, controller, token);
+    if (res.status === 200) {
+      await res.body?.cancel();
+      this.report(clientError(CLIENT_PROBLEMS.invalidAnswer, 'Invalid Answer', 200, 'the answer is not an event stream'));
+      return { kind: 'again', fresh: false };
+    }
+    const error = await errorOf(res);
+    if (res.status === 401 && core.tokens.canRefresh && !refreshed) return { kind: 'again', fresh: false, refresh: token };
+    if (!TRANSIENT.has(res.status)) return { kind: 'stop', error };
+    this.report(error);
+    return { kind: 'again', fresh: false, waitMs: retryAfterMs(res) };
+  }
+
+  /** Read one open stream until it ends or breaks. */
+  private async read(res: Response, controller: AbortController, token: string | undefined): Promise<Outcome> {
+    const parser = new SseParser();
+    const reader = res.body!.getReader();
+    const state = { fresh: false };
+    let idle: NodeJS.Timeout | undefined;
+    const arm = () => {
+      if (this.idleMs <= 0) return;
+      clearTimeout(idle);
+      idle = setTimeout(() => controller.abort(Object.assign(new Error('nothing arrived within idleTimeoutMs'), { code: 'IDLE_TIMEOUT' })), this.idleMs);
+    };
+    arm();
+    try {
+      for (;;) {
+        const { done: ended, value } = await reader.read();
+        if (ended) break;
+        arm();
+        const chunk = parser.push(value);
+        if (chunk.comments.includes('resumed')) {
+          state.fresh = true;
+          if (this.core.kept) this.core.kept.fromFile = false;
+        }
+        for (const e of chunk.events) {
+          const outcome = this.event(e, state, token);
+          if (outcome) return outcome;
+        }
+      }
+      if (parser.pending) this.report(clientError(CLIENT_PROBLEMS.invalidAnswer, 'Invalid Answer', 200, 'the stream was cut in the middle of an event'));
+      return { kind: 'again', fresh: state.fresh };
+    } catch (e) {
+      if (!this.closing) this.report(unreachable(this.core.exportUrl, e));
+      return { kind: 'again', fresh: state.fresh };
+    } finally {
+      clearTimeout(idle);
+      controller.abort();
+    }
+  }
+
+  /** One event of an open stream: undefined to read on, else how the connection ends. */
+  private event(e: SseEvent, state: { fresh: boolean }, token: string | undefined): Outcome | undefined {
+    if (e.event === 'message') {
+      if (!this.deliver(e)) return { kind: 'again', fresh: state.fresh };
+      state.fresh = true;
+      return undefined;
+    }
+    if (e.event !== 'error' && e.event !== 'end') return undefined; // an event kind of a later server: not ours
+    let problem: unknown;
+    try {
+      problem = JSON.parse(e.data);
+    } catch {
+      problem = undefined;
+    }
+    if (!isProblem(problem)) {
+      this.report(clientError(CLIENT_PROBLEMS.invalidAnswer, 'Invalid Answer', 200, `an ${e.event} event whose data is not a problem`));
+      return { kind: 'again', fresh: state.fresh };
+    }
+    if (e.event === 'error') {
+      this.report(new CfguClientError(problem)); // the stream goes on; the next answer follows when there is one
+      return undefined;
+    }
+    // `end`: the credential no longer admits the stream.
+    if (problem.status === 401 && this.core.tokens.canRefresh) return { kind: 'again', fresh: state.fresh, refresh: token };
+    return { kind: 'stop', error: new CfguClientError(problem) };
+  }
+
+  /** Deliver an answer event; false when it breaks the format or is refused (the connection is then opened again). */
+  private deliver(e: SseEvent): boolean {
+    const core = this.core;
     if (!e.id) {
-      report(clientError(CLIENT_PROBLEMS.invalidAnswer, 'Invalid Answer', 200, 'an answer event without an id (its entity tag)'));
+      this.report(clientError(CLIENT_PROBLEMS.invalidAnswer, 'Invalid Answer', 200, 'an answer event without an id (its entity tag)'));
       return false;
     }
     if (core.kept && core.kept.etag === e.id) {
@@ -56,145 +210,16 @@ export function follow<T>(core: ClientCore<T>, onChange: (a: Answer<T>) => void,
     try {
       kept = core.accept(e.data, e.id, 200);
     } catch (error) {
-      report(error as CfguClientError);
+      this.report(error as CfguClientError);
       return false;
     }
-    if (!closing) onChange({ values: kept.values, etag: kept.etag, stale: false });
+    if (!this.closing) this.onChange({ values: kept.values, etag: kept.etag, stale: false });
     return true;
-  };
+  }
+}
 
-  /** Read one open stream until it ends or breaks. */
-  const read = async (res: Response, controller: AbortController, token: string | undefined): Promise<Outcome> => {
-    const parser = new SseParser();
-    const reader = res.body!.getReader();
-    let fresh = false;
-    let idle: NodeJS.Timeout | undefined;
-    const arm = () => {
-      if (idleMs <= 0) return;
-      clearTimeout(idle);
-      idle = setTimeout(() => controller.abort(Object.assign(new Error('nothing arrived within idleTimeoutMs'), { code: 'IDLE_TIMEOUT' })), idleMs);
-    };
-    arm();
-    try {
-      for (;;) {
-        const { done: ended, value } = await reader.read();
-        if (ended) break;
-        arm();
-        const chunk = parser.push(value);
-        if (chunk.comments.includes('resumed')) {
-          fresh = true;
-          if (core.kept) core.kept.fromFile = false;
-        }
-        for (const e of chunk.events) {
-          if (e.event === 'message') {
-            if (!deliver(e)) return { kind: 'again', fresh };
-            fresh = true;
-            continue;
-          }
-          if (e.event !== 'error' && e.event !== 'end') continue; // an event kind of a later server: not ours
-          let problem: unknown;
-          try {
-            problem = JSON.parse(e.data);
-          } catch {
-            problem = undefined;
-          }
-          if (!isProblem(problem)) {
-            report(clientError(CLIENT_PROBLEMS.invalidAnswer, 'Invalid Answer', 200, `an ${e.event} event whose data is not a problem`));
-            return { kind: 'again', fresh };
-          }
-          if (e.event === 'error') {
-            report(new CfguClientError(problem)); // the stream goes on; the next answer follows when there is one
-            continue;
-          }
-          // `end`: the credential no longer admits the stream.
-          if (problem.status === 401 && core.tokens.canRefresh) return { kind: 'again', fresh, refresh: token };
-          return { kind: 'stop', error: new CfguClientError(problem) };
-        }
-      }
-      if (parser.pending) report(clientError(CLIENT_PROBLEMS.invalidAnswer, 'Invalid Answer', 200, 'the stream was cut in the middle of an event'));
-      return { kind: 'again', fresh };
-    } catch (e) {
-      if (!closing) report(unreachable(core.exportUrl, e));
-      return { kind: 'again', fresh };
-    } finally {
-      clearTimeout(idle);
-      controller.abort();
-    }
-  };
-
-  /** Open one connection and follow it. */
-  const connect = async (refreshed: boolean): Promise<Outcome> => {
-    const controller = new AbortController();
-    current = controller;
-    let res: Response;
-    let token: string | undefined;
-    try {
-      const sent = await core.headers('text/event-stream', core.kept ? { 'last-event-id': core.kept.etag } : {});
-      token = sent.token;
-      res = await core.fetch(core.exportUrl, { method: 'POST', headers: sent.headers, body: core.body, signal: controller.signal });
-    } catch (e) {
-      if (e instanceof CfguClientError) return { kind: 'stop', error: e }; // getToken failed
-      if (!closing) report(unreachable(core.exportUrl, e));
-      return { kind: 'again', fresh: false };
-    }
-    if (res.status === 200 && /^text\/event-stream\b/i.test(res.headers.get('content-type') ?? '') && res.body) return read(res, controller, token);
-    if (res.status === 200) {
-      await res.body?.cancel();
-      report(clientError(CLIENT_PROBLEMS.invalidAnswer, 'Invalid Answer', 200, 'the answer is not an event stream'));
-      return { kind: 'again', fresh: false };
-    }
-    const error = await errorOf(res);
-    if (res.status === 401 && core.tokens.canRefresh && !refreshed) return { kind: 'again', fresh: false, refresh: token };
-    if (!TRANSIENT.has(res.status)) return { kind: 'stop', error };
-    report(error);
-    return { kind: 'again', fresh: false, waitMs: retryAfterMs(res) };
-  };
-
-  const pause = (ms: number) =>
-    new Promise<void>((resolve) => {
-      const timer = setTimeout(resolve, ms);
-      wake = () => (clearTimeout(timer), resolve());
-    });
-
-  void (async () => {
-    let attempt = 0;
-    let refreshed = false;
-    while (!closing) {
-      const outcome = await connect(refreshed);
-      if (closing) break;
-      if (outcome.kind === 'stop') {
-        report(outcome.error);
-        closing = true;
-        return done(outcome.error);
-      }
-      // A connection that delivered resets the back-off and allows one more token refresh.
-      if (outcome.fresh) {
-        attempt = 0;
-        refreshed = false;
-      }
-      if ('refresh' in outcome && !refreshed) {
-        refreshed = true;
-        try {
-          await core.tokens.refresh(outcome.refresh);
-        } catch (e) {
-          report(e as CfguClientError);
-          closing = true;
-          return done(e as CfguClientError);
-        }
-        continue; // at once, with the new token
-      }
-      await pause(Math.max(outcome.waitMs ?? 0, backoffDelay(attempt++, initialMs, maxMs)));
-    }
-    done(undefined);
-  })();
-
-  return {
-    close() {
-      if (closing) return;
-      closing = true;
-      current?.abort();
-      wake?.();
-    },
-    closed,
-  };
+export function follow<T>(core: ClientCore<T>, onChange: (a: Answer<T>) => void, onError?: (e: CfguClientError) => void): Subscription {
+  const follower = new Follower(core, onChange, onError);
+  void follower.run();
+  return { close: () => follower.close(), closed: follower.closed };
 }
