@@ -18,6 +18,9 @@ type Outcome = { kind: 'again'; waitMs?: number; fresh: boolean; refresh?: strin
 /** Statuses worth asking again for: the server or a proxy may answer otherwise later. */
 const TRANSIENT = new Set([408, 425, 429, 500, 502, 503, 504]);
 
+/** The error for a stream that ended or failed in the middle of an event (nothing of that event is used). */
+const cut = (cause?: unknown) => clientError(CLIENT_PROBLEMS.invalidAnswer, 'Invalid Answer', 200, 'the stream was cut in the middle of an event', cause);
+
 /** A delay of full jitter: uniform in [0, min(max, initial * 2^attempt)). */
 export function backoffDelay(attempt: number, initialMs: number, maxMs: number, random: () => number = Math.random): number {
   return Math.floor(random() * Math.min(maxMs, initialMs * 2 ** Math.min(attempt, 30)));
@@ -157,10 +160,11 @@ class Follower<T> {
           if (outcome) return outcome;
         }
       }
-      if (parser.pending) this.report(clientError(CLIENT_PROBLEMS.invalidAnswer, 'Invalid Answer', 200, 'the stream was cut in the middle of an event'));
+      if (parser.pending) this.report(cut());
       return { kind: 'again', fresh: state.fresh };
     } catch (e) {
-      if (!this.closing) this.report(unreachable(this.core.exportUrl, e));
+      // The connection failed (reset, idle): in the middle of an event, that is the error to tell.
+      if (!this.closing) this.report(parser.pending ? cut(e) : unreachable(this.core.exportUrl, e));
       return { kind: 'again', fresh: state.fresh };
     } finally {
       clearTimeout(idle);
