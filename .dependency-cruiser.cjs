@@ -21,11 +21,12 @@ module.exports = {
     folder('expressions', 'The sandbox implements the evaluator port of core; it knows nothing of stores, the file or the server.', ['core']),
     folder('config', 'Reading .configu and schema files: core for the types, stores for the store kinds and their settings.', ['core', 'stores']),
     folder('server', 'The HTTP API: it composes the engine, the stores, the sandbox and the file; never the CLI.', ['core', 'stores', 'expressions', 'config']),
+    folder('client', 'The Node client of the HTTP API (cfgu/client): it speaks HTTP only and needs nothing of src/ (no dependency beyond Node).', []),
     {
       name: 'no-unknown-folder',
       comment: 'Every folder of src/ has a row in the table of docs/architecture.md (and a rule here) before it holds code.',
       severity: 'error',
-      from: { path: '^src/', pathNot: '^src/(core|stores|expressions|config|server|cli)/' },
+      from: { path: '^src/', pathNot: '^src/(core|stores|expressions|config|server|client|cli)/' },
       to: { path: '^src/' },
     },
     {

@@ -3,11 +3,11 @@
 // 2. the application bundles in dist/ (esbuild; the dependencies are bundled too, but for the native addons and the
 //    few packages scripts/inline-packages.mjs keeps in node_modules).
 import { build } from 'esbuild';
-import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { BANNER, inlinePackages } from './inline-packages.mjs';
+import { prepareSandboxAids } from './sandbox-aids.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const started = Date.now();
@@ -52,20 +52,21 @@ if (Object.keys(entryPoints).length) {
     banner: { js: BANNER },
   });
 }
-// 3. The sandbox's start-up aids next to its bundle (src/expressions/child/prepared.ts): made with this Node, in a process of
-// their own (isolated-vm needs --no-node-snapshot). Without them sandboxes start the slow way, so a failure here (no
-// isolated-vm build for this Node yet) is a warning, not a failed build.
-let prepared = '';
-if (existsSync(join(root, 'dist/sandbox-prepare.js'))) {
-  const r = spawnSync(process.execPath, ['--no-node-snapshot', join(root, 'dist/sandbox-prepare.js')], { cwd: root, encoding: 'utf8' });
-  const line = (r.stdout ?? '').trim().split('\n').pop() ?? '';
-  if (r.status === 0 && line.startsWith('{')) {
-    const p = JSON.parse(line);
-    prepared = p.plan
-      ? `; sandbox warm-up plan of ${p.plan} calls, code cache ${(p.cache.bytes / 2 ** 20).toFixed(1)} MiB (start-up ${p.startupMs.full} -> ${p.startupMs.prepared} ms)`
-      : `; sandbox start-up aids: ${p.why ?? 'none made'}`;
-  } else {
-    console.warn(`cfgu build: warning: the sandbox start-up aids were not made (sandboxes start without them): ${(r.stderr || r.stdout || r.error?.message || '').trim().split('\n')[0]}`);
-  }
+// cfgu/client (package.json "exports", docs/clients.md): one file of its own, dist/client.js, apart from the chunks
+// above: it imports nothing but Node's own modules, so an application that loads it loads nothing else of cfgu.
+if (existsSync(join(root, 'src/client/index.ts'))) {
+  await build({
+    entryPoints: { client: join(root, 'src/client/index.ts') },
+    outdir: join(root, 'dist'),
+    bundle: true,
+    platform: 'node',
+    format: 'esm',
+    target: 'node20',
+    packages: 'external',
+    sourcemap: true,
+    logLevel: 'warning',
+  });
 }
+// 3. The sandbox's start-up aids next to its bundle, made with this Node (scripts/sandbox-aids.mjs).
+const prepared = prepareSandboxAids(root);
 console.log(`cfgu build: done in ${Date.now() - started} ms${prepared}`);

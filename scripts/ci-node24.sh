@@ -7,7 +7,8 @@
 # Subset, not the whole suite: the full suite takes about 7 minutes on the machine's Node, and a second full pass would
 # double CI time. What changes between Node majors is the native sandbox build (isolated-vm), the server's HTTP
 # stack and the native SQLite driver, so this pass runs the sandbox and expression tests, the engine, the server
-# routes and binary smoke tests, the CLI start (which names the sandbox build), the SQLite store and its driver line. docs/deploy.md
+# routes and binary smoke tests, the CLI start (which names the sandbox build), the SQLite store and its driver line,
+# and the package's tarball installed on this Node (test/deploy/package.test.ts). docs/deploy.md
 # says the same. CFGU_NODE24_FULL=1 runs the whole suite instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,5 +30,5 @@ node bin/cfgu.js --version
 if [ "${CFGU_NODE24_FULL:-}" = 1 ]; then
   npm test
 else
-  npm test -- test/expressions/ test/core/ test/server/routes.test.ts test/server/binary.test.ts test/cli/newcomer.test.ts test/stores/contract.test.ts test/stores/sqlite-driver.test.ts test/deploy/health.test.ts
+  npm test -- test/expressions/ test/core/ test/server/routes.test.ts test/server/binary.test.ts test/cli/newcomer.test.ts test/stores/contract.test.ts test/stores/sqlite-driver.test.ts test/deploy/health.test.ts test/deploy/package.test.ts
 fi

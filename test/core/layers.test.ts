@@ -69,7 +69,8 @@ const TABLE: Record<string, string[]> = {
   expressions: ['core'],
   config: ['core', 'stores'],
   server: ['core', 'stores', 'expressions', 'config'],
-  cli: ['core', 'stores', 'expressions', 'config', 'server'],
+  client: [],
+  cli: ['core', 'stores', 'expressions', 'config', 'server', 'client'],
 };
 
 test('every folder may import exactly the folders its row of the table names', () => {
