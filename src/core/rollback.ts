@@ -46,7 +46,9 @@ export async function planRollback(store: RevisionedStore, set: string, toRevisi
   // Oldest record last: walking newest to oldest, the last `before` seen for a key is the oldest one.
   for (const r of since) for (const c of r.changes) if (!wanted || wanted.has(c.key)) setOwn(values, c.key, c.before ?? '');
   for (const k of wanted ?? []) {
-    if (!Object.prototype.hasOwnProperty.call(values, k)) throw new InputError(ErrorCodes.INVALID_INPUT, `key "${k}" did not change in set "${set}" since revision ${toRevision}`, [{ path: '/keys', message: `key "${k}" did not change since revision ${toRevision}` }]);
+    if (Object.prototype.hasOwnProperty.call(values, k)) continue;
+    const message = `key "${k}" did not change in set "${set}" since revision ${toRevision}`;
+    throw new InputError(ErrorCodes.INVALID_INPUT, message, [{ path: '/keys', message }]);
   }
   return { current, values };
 }
