@@ -118,7 +118,7 @@ describe('cfgu rollback', { concurrency: true }, () => {
     // The schema changed since revision 1: PORT must now be above 2500.
     write(join(dir, 'strict.cfgu.json'), { keys: { ...SCHEMA.keys, PORT: { test: '$.value > 2500' } } });
     const refused = await run(dir, ['rollback', '--set', 'prod', '--to', '1', '--schema', 'strict.cfgu.json']);
-    assert.deepEqual(refused, { code: 1, stdout: '', stderr: 'cfgu rollback: 1 key failed validation:\ncommand 0, key PORT, rule test: test "$.value > 2500" is false\n' });
+    assert.deepEqual(refused, { code: 1, stdout: '', stderr: 'cfgu rollback: 1 key failed validation:\ncommand 0, key PORT, rule test: the value of key "PORT" failed the test $.value > 2500\n' });
     assert.equal(data(), before);
     const h = await run(dir, ['history', '--set', 'prod', '--limit', '1']);
     assert.match(h.stdout, /\nrevision 3 /);
