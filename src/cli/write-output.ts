@@ -89,7 +89,8 @@ export function writeLines(answer: WriteAnswer, title = ''): string[] {
   const body = answer.changes.map(changeLine);
   if (answer.dryRun) {
     const head = `preview, nothing written: ${n === 0 ? `no changes in ${where}${title}${at}` : `${count(n)} in ${where}${title}${at}:`}`;
-    return [head, ...body, ...(answer.impact ? impactLines(answer.impact, !!answer.impactTruncated, answer.set) : [])];
+    const impact = !answer.impact ? [] : n === 0 ? ['impact: none (nothing changes)'] : impactLines(answer.impact, !!answer.impactTruncated, answer.set);
+    return [head, ...body, ...impact];
   }
   if (n === 0) return [`no changes in ${where}${title}`];
   return [`${count(n)} in ${where}${title}:`, ...body];
