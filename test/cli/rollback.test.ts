@@ -123,4 +123,18 @@ describe('cfgu rollback', { concurrency: true }, () => {
     const h = await run(dir, ['history', '--set', 'prod', '--limit', '1']);
     assert.match(h.stdout, /\nrevision 3 /);
   });
+
+  test('a revision the history no longer holds (retention) cannot be rolled back to: exit 2', async () => {
+    const dir = await threeRevisions({
+      stores: { main: { type: 'json-file', configuration: { path: 'data.json', history: { keep: 2 } } } },
+      schemas: { app: 'app.cfgu.json' },
+    });
+    for (const to of ['0', '1']) {
+      const r = await run(dir, ['rollback', '--set', 'prod', '--to', to, '--schema', 'app']);
+      assert.deepEqual(r, { code: 2, stdout: '', stderr: `cfgu rollback: revision ${to} of set "prod" is no longer in its history\n` }, to);
+    }
+    const kept = await run(dir, ['rollback', '--set', 'prod', '--to', '2', '--schema', 'app', '--preview']);
+    assert.equal(kept.code, 0, kept.stderr);
+    assert.match(kept.stdout, /^preview, nothing written: 2 changes in store "main", set "prod" \(back to revision 2\) at revision 3:\n/);
+  });
 });
