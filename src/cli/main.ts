@@ -17,6 +17,11 @@ export interface SubCommand {
 export const commands: Record<string, SubCommand> = {
   serve: { summary: 'run the configuration proxy server', run: async (a, io) => (await import('./serve.js')).serveCommand(a, io) },
   upsert: { summary: 'validate values and write them to a store', run: async (a, io) => (await import('./commands/upsert.js')).upsertCommand(a, io) },
+  history: { summary: 'print the revisions of a set: who changed what, when and why', run: async (a, io) => (await import('./commands/history.js')).historyCommand(a, io) },
+  rollback: {
+    summary: 'give a set the values of an earlier revision, as a new revision',
+    run: async (a, io) => (await import('./commands/rollback.js')).rollbackCommand(a, io),
+  },
   eval: { summary: 'evaluate a schema against a store and print the result (JSON)', run: async (a, io) => (await import('./commands/eval.js')).evalCommand(a, io) },
   export: {
     summary: 'export an eval result from standard input (json, dotenv, yaml, ...)',

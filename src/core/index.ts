@@ -21,7 +21,7 @@ export {
 } from './explain.js';
 export { evaluatePipeline, DEFAULT_ENGINE_LIMITS, type EngineDeps, type EngineLimits, type PipelineOptions } from './eval.js';
 export { pipeWinner } from './eval-values.js';
-export { upsert, type UpsertInput, type UpsertChange } from './upsert.js';
+export { upsert, type UpsertInput, type UpsertChange, type UpsertResult } from './upsert.js';
 export { prepareSchema, validateSchema, stringifyValue, configureSchemaCache, schemaCacheStats, EnumRule, type PreparedSchema, type PreparedKey } from './schema.js';
 export { parseSet, keyProblem, normaliseName, type ParsedSet } from './names.js';
 export { coerceValue, declaredTypeOf } from './coerce.js';
@@ -33,3 +33,5 @@ export * from './error-catalogue.js';
 export type * from './types.js';
 export * from './ports.js';
 export { setsRead, noticeConcerns, Debouncer } from './watch.js';
+export { impactOf, type Impact, type ImpactEntry, type ImpactFailure, type ImpactInput, type ImpactStatus } from './impact.js';
+export { planRollback, type RollbackPlan } from './rollback.js';

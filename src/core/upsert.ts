@@ -1,11 +1,11 @@
 /**
  * Validated writes into one set of a store (`cfgu upsert`): every failure collected, only changed values written.
  */
-import { ErrorCodes, InputError, ValidationError, type EvalFailure } from './errors.js';
+import { ErrorCodes, InputError, RevisionConflictError, ValidationError, type EvalFailure } from './errors.js';
 import { parseSet, keyProblem, setOwn, truncate } from './names.js';
 import { prepareSchema, stringifyValue } from './schema.js';
 import { runInSlices } from './slices.js';
-import type { Config, ConfigQuery, ExpressionEvaluator, ResolvedStore } from './ports.js';
+import type { Config, ConfigQuery, ExpressionEvaluator, ResolvedStore, RevisionedStore, WriteOptions } from './ports.js';
 import { resolveLimits, type CheckedCommand } from './eval.js';
 import { computeAndValidate, sortFailures } from './eval-checks.js';
 import { evaluateValues } from './eval-values.js';
@@ -18,6 +18,24 @@ export interface UpsertInput {
   /** Key -> new value; `""`, `null` and `undefined` delete the stored value. Non-strings are JSON-stringified. */
   values: Record<string, unknown>;
   expressions?: ExpressionEvaluator;
+  /**
+   * The store behind `store` when it keeps revisions (ConfigStore under the ResolvedStore): the write then goes through
+   * its `write()` with `writeOptions`, so that it is recorded in the set's history and checked against
+   * `writeOptions.expectedRevision`. Without it the values are written with `store.write` (no history).
+   */
+  revisioned?: RevisionedStore;
+  writeOptions?: WriteOptions;
+  /** Validate and compute the changes, write nothing (a preview). */
+  dryRun?: boolean;
+}
+
+export interface UpsertResult {
+  changes: UpsertChange[];
+  /**
+   * With `revisioned`: the set's revision after the write, or its current one when nothing was written (a dry run,
+   * no change). Absent without `revisioned`.
+   */
+  revision?: number;
 }
 
 export interface UpsertChange {
@@ -31,7 +49,7 @@ export interface UpsertChange {
  * undeclared key, `const`/`lazy` for keys that are never stored, then the value constraints). Only changed values are
  * written; an empty value deletes. Returns what changed.
  */
-export async function upsert(input: UpsertInput): Promise<{ changes: UpsertChange[] }> {
+export async function upsert(input: UpsertInput): Promise<UpsertResult> {
   const schema = prepareSchema(input.schema, '/schema');
   const set = parseSet(input.set ?? '');
   if ('problem' in set) throw new InputError(ErrorCodes.INVALID_SET, set.problem, [{ path: '/set', message: set.problem }]);
@@ -84,6 +102,24 @@ export async function upsert(input: UpsertInput): Promise<{ changes: UpsertChang
     const was = before.get(key) ?? '';
     if (was !== assigned[key]) changes.push({ key, before: was, after: assigned[key]! });
   }
-  if (changes.length) await input.store.write(changes.map((c) => ({ set: set.path, key: c.key, value: c.after })));
-  return { changes };
+  const revisioned = input.revisioned;
+  if (!revisioned) {
+    if (changes.length && !input.dryRun) await input.store.write(changes.map((c) => ({ set: set.path, key: c.key, value: c.after })));
+    return { changes };
+  }
+  if (!changes.length || input.dryRun) {
+    const { revision } = await revisioned.revision(set.path);
+    const expected = input.writeOptions?.expectedRevision;
+    // A stale expectation is refused also when nothing would be written (the caller's view is out of date).
+    if (expected !== undefined && expected !== revision) throw new RevisionConflictError(input.store.name, set.path, expected, revision);
+    return { changes, revision };
+  }
+  try {
+    const written = await revisioned.write(set.path, changes.map((c) => ({ key: c.key, value: c.after === '' ? null : c.after })), input.writeOptions);
+    return { changes, revision: written.revision };
+  } catch (e) {
+    // The store names itself by its kind's label; the caller knows it by its declared name.
+    if (e instanceof RevisionConflictError && e.store !== input.store.name) throw new RevisionConflictError(input.store.name, e.set, e.expected, e.current);
+    throw e;
+  }
 }

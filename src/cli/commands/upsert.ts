@@ -3,13 +3,17 @@
  * and from `-k KEY -v VALUE` pairs; a `-k` without its `-v` (and `--kv KEY=`) deletes the stored value. Every failure
  * is listed; on success a summary of what changed (key, before, after) is printed.
  */
-import { HIDDEN_MARK, parseSet, upsert, type UpsertChange } from '../../core/index.js';
+import type { UpsertChange } from '../../core/index.js';
 import { keyProblem, setOwn } from '../../core/names.js';
 import { GLOBAL_HELP, list, parseCommandLine, rejectPositionals, removedFlag, splitKeyValue, str } from '../args.js';
 import { flagError } from '../errors.js';
 import { processIO, type CommandIO } from '../io.js';
-import { loadSchemas, schemaNeedsSandbox } from '../schema-files.js';
+import { loadSchemas } from '../schema-files.js';
 import { runCommand } from '../session.js';
+import { serverTarget, serverWrite } from '../write-client.js';
+import { ALLOW_BREAKING_HELP, SERVER_HELP, serverWriteBody, WRITE_HELP, WRITE_OPTIONS, writeFlags } from '../write-flags.js';
+import { localWrite } from '../write-local.js';
+import { changeLine, maskChanges, writeLines, type WriteAnswer } from '../write-output.js';
 
 export const upsertUsage = `Usage: cfgu upsert --store NAME --set PATH --schema FILE [--kv KEY=VALUE]... [-k KEY [-v VALUE]]... [options]
 
@@ -26,6 +30,9 @@ Options:
   --kv KEY=VALUE      set KEY to VALUE; repeatable; \`--kv KEY=\` deletes KEY's stored value
   -k, --key KEY       a key, paired with the -v that follows it (before the next -k);
   -v, --value VALUE   a -k without a -v deletes that key's stored value
+${WRITE_HELP}
+${SERVER_HELP}
+${ALLOW_BREAKING_HELP}
 
 ${GLOBAL_HELP}
 
@@ -33,8 +40,10 @@ Examples:
   cfgu upsert --store main --set prod --schema app.cfgu.json --kv PORT=8080 --kv HOST=db.internal
   cfgu upsert --set prod --schema app.cfgu.json -k GREETING -v "hello, world" -k OLD_KEY
   cfgu upsert --schema app.cfgu.json --kv 'FEATURES=["a","b"]'
+  cfgu upsert --set prod --schema app.cfgu.json --kv PORT=9090 --preview
+  cfgu upsert --set prod --schema app --kv PORT=9090 --message "bigger pool" --server https://cfgu.internal --token "$T"
 
-Exit codes: 0 success, 1 validation failed or the store is unavailable, 2 usage error.`;
+Exit codes: 0 success, 1 validation failed, the set is at another revision than --expect-revision, or the\nstore (or server) is unavailable, 2 usage error (also: refused by the server for lack of rights).`;
 
 const OPTIONS = {
   store: { type: 'string' },
@@ -43,6 +52,7 @@ const OPTIONS = {
   kv: { type: 'string', multiple: true },
   key: { type: 'string', short: 'k', multiple: true },
   value: { type: 'string', short: 'v', multiple: true },
+  ...WRITE_OPTIONS,
 } as const;
 
 const REMOVED = [removedFlag('--import', '--import was removed in v1: write the values with --kv KEY=VALUE or -k KEY -v VALUE')];
@@ -83,16 +93,7 @@ export function collectValues(tokens: ReadonlyArray<{ kind: string; name?: strin
 
 /** The summary lines of an upsert. The values of `hidden` keys are masked: `[hidden]`, without quotes. */
 export function changeLines(changes: UpsertChange[], hidden: ReadonlySet<string> = new Set()): string[] {
-  return changes.map((c) => {
-    const shown = (v: string) => (hidden.has(c.key) ? HIDDEN_MARK : JSON.stringify(v));
-    return c.before === '' ? `+ ${c.key} = ${shown(c.after)}` : c.after === '' ? `- ${c.key} (was ${shown(c.before)})` : `~ ${c.key} = ${shown(c.after)} (was ${shown(c.before)})`;
-  });
-}
-
-/** The keys a schema (`{ keys }`, as loaded) declares `hidden`. */
-function hiddenKeys(schema: unknown): Set<string> {
-  const keys = (schema as { keys?: Record<string, { hidden?: unknown } | null> } | null)?.keys ?? {};
-  return new Set(Object.keys(keys).filter((k) => keys[k]?.hidden === true));
+  return maskChanges(changes, hidden).map(changeLine);
 }
 
 export function upsertCommand(argv: string[], io: CommandIO = processIO()): Promise<number> {
@@ -105,19 +106,19 @@ export function upsertCommand(argv: string[], io: CommandIO = processIO()): Prom
     rejectPositionals(positionals);
     const values = collectValues(tokens as Parameters<typeof collectValues>[0]);
     if (Object.keys(values).length === 0) throw flagError('nothing to upsert: give values with --kv KEY=VALUE or -k KEY -v VALUE');
-    const configuration = (await session.configuration(str(v.config), true))!;
-    const { schema } = loadSchemas(list(v.schema), session.io.cwd, configuration);
-    if (schemaNeedsSandbox(schema)) session.evaluator.warm();
-    const { store } = await session.store(configuration, str(v.store));
-    const set = str(v.set) ?? '';
-    const { changes } = await session.progress(`writing to store "${store.name}"`, () =>
-      upsert({ store, set, schema, values, expressions: session.evaluator }),
-    );
-    const parsed = parseSet(set);
-    const path = 'path' in parsed ? parsed.path : set;
-    const where = `store "${store.name}", ${path === '' ? 'root set' : `set "${path}"`}`;
-    const head = changes.length === 0 ? `no changes in ${where}` : `${changes.length} ${changes.length === 1 ? 'change' : 'changes'} in ${where}:`;
-    session.io.stdout.write(`${[head, ...changeLines(changes, hiddenKeys(schema))].join('\n')}\n`);
+    const write = writeFlags(v);
+    const target = serverTarget(str(v.server), str(v.token), session.io.env);
+    let answer: WriteAnswer;
+    if (target) {
+      const body = { ...serverWriteBody(v, session), values: Object.fromEntries(Object.entries(values).map(([k, x]) => [k, x === '' ? null : x])) };
+      answer = await session.progress(`sending to ${target.url.origin}`, () => serverWrite(target, 'upsert', body));
+    } else {
+      if (v['allow-breaking']) throw flagError('--allow-breaking is for --server (a local write is never refused for its impact)');
+      const configuration = (await session.configuration(str(v.config), true))!;
+      const { schema } = loadSchemas(list(v.schema), session.io.cwd, configuration);
+      answer = await localWrite(session, configuration, { store: str(v.store), set: str(v.set) ?? '', schema, values, ...write });
+    }
+    session.io.stdout.write(`${writeLines(answer).join('\n')}\n`);
     return 0;
   }, io);
 }
