@@ -106,7 +106,7 @@ test('the cells of a valid set hold the values its export gives', async () => {
   const m = await matrixOf({ schema: { keys: { HOST: {}, TIMEOUT: {}, NAME: { default: 'svc' } } }, sets: ['prod/eu'] }, deps);
   const exported = await exportPipeline([{ set: 'prod/eu', schema: { keys: { HOST: {}, TIMEOUT: {}, NAME: { default: 'svc' } } } }], deps);
   assert.deepEqual(Object.fromEntries(m.keys.map((k, i) => [k, m.cells[i]![0]!.value])), { HOST: 'eu.example', TIMEOUT: '30', NAME: 'svc' });
-  assert.deepEqual(exported, { HOST: 'eu.example', TIMEOUT: 30, NAME: 'svc' });
+  assert.deepEqual(exported.configs, { HOST: 'eu.example', TIMEOUT: 30, NAME: 'svc' });
   assert.deepEqual(m.cells[2]![0], { state: 'ok', origin: 'default', value: 'svc' });
 });
 
