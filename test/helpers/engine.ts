@@ -137,7 +137,8 @@ export class HostEvaluator implements ExpressionEvaluator {
 
 /**
  * A resolver over `registry()` (read when a store is resolved, so a suite may build its registry later) that records
- * the name of every store read in `reads`: the access suites check that a refused request reads nothing.
+ * the name of every store read in `reads` (`list:<name>` for a listing): the access suites check that a refused
+ * request reads nothing.
  */
 export function countingResolver(registry: () => StoreResolver, reads: string[]): StoreResolver {
   return {
@@ -151,6 +152,14 @@ export function countingResolver(registry: () => StoreResolver, reads: string[])
           return store.read(queries);
         },
         write: (configs) => store.write(configs),
+        ...(store.list
+          ? {
+              list: (prefix: string, options?: SetListOptions) => {
+                reads.push(`list:${store.name}`);
+                return store.list!(prefix, options);
+              },
+            }
+          : {}),
       };
     },
     names: () => registry().names(),

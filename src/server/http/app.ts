@@ -40,6 +40,7 @@ import { requestState } from './request-state.js';
 import { apiDocs, DOCS_ROUTES, openapiRoute } from './routes/docs.js';
 import { exportRoute } from './routes/export.js';
 import { healthRoutes } from './routes/health.js';
+import { matrixRoute } from './routes/matrix.js';
 import { metricsRoute } from './routes/metrics.js';
 import { cfguSchema, evalCommandSchema, problemSchema } from './schemas.js';
 
@@ -69,6 +70,7 @@ export interface BuildServerOptions {
 /** The routes the app itself serves, with their methods (for 405 and `Allow`). */
 const ROUTES: Record<string, string[]> = {
   '/export': ['POST'],
+  '/matrix': ['POST'],
   '/live': ['GET', 'HEAD'],
   '/ready': ['GET', 'HEAD'],
 };
@@ -117,6 +119,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   if (settings.docs.enabled) await app.register(apiDocs, { settings });
 
   await app.register(exportRoute, { settings, defaultStore, holder: credentials.holder, observation, watch });
+  await app.register(matrixRoute, { settings, defaultStore, observation });
   await app.register(healthRoutes, { lifecycle });
   await app.register(metricsRoute, { observation });
   if (settings.docs.enabled) await app.register(openapiRoute);
