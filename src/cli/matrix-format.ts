@@ -21,7 +21,7 @@ function valueText(cell: MatrixCell): string {
 /** One cell as a table shows it: the value, where it came from unless its own set, and `✘ <state>` when not ok. */
 export function cellText(cell: MatrixCell): string {
   let text = valueText(cell);
-  if (cell.origin === 'store' && cell.inherited) text += ` (from ${setName(cell.set!)})`;
+  if (cell.origin === 'store' && cell.inherited) text += ` (from ${cell.set === '' ? '/' : cell.set})`;
   else if (cell.origin === 'default' || cell.origin === 'const' || cell.origin === 'override') text += ` (${cell.origin})`;
   if (cell.state !== 'ok') {
     const tests = (cell.failures ?? []).filter((f) => f.test !== undefined).map((f) => f.test);
