@@ -8,7 +8,9 @@
  *   - the store is read once for all of them: every key of the schema at every set of every set's hierarchy, in one
  *     batch, and each set's evaluation is answered from that batch (no read per set);
  *   - the schema is frozen once, so each set's evaluation finds it prepared by identity (schema.ts);
- *   - the sets are evaluated a few at a time (`limits.concurrency`); each set that needs the sandbox is one job there.
+ *   - the sets are evaluated a few at a time (`limits.concurrency`); each set that needs the sandbox is one job there;
+ *     between two sets the event loop is given away once a slice of it is spent (slices.ts), so a large matrix never
+ *     holds other requests for long.
  * Hidden values are withheld (the cell says `withheld: "hidden"`) unless the caller asks for `revealHidden`.
  */
 import { ErrorCodes, InputError, LimitError, type FailureRule, type InputIssue } from './errors.js';
@@ -17,6 +19,7 @@ import { resolveLimits, type EngineDeps, type EngineLimits } from './eval.js';
 import { freezeDeep, isDeepFrozen } from './frozen.js';
 import { parseSet, truncate } from './names.js';
 import { prepareSchema } from './schema.js';
+import { checkpoint } from './slices.js';
 import type { Config, ConfigQuery, ResolvedStore, RunContext, StoreResolver } from './ports.js';
 import type { ConfigSchema, Origin } from './types.js';
 
@@ -148,28 +151,24 @@ export async function matrixOf(request: MatrixRequest, deps: MatrixDeps, options
   }
 
   const batch = await readAll(store, sets, prepared.storeKeys, engineLimits);
-  const columns: KeyExplanation[][] = new Array(sets.length);
+  // Each set's explanation is turned into its cells at once, so that only the cells are kept, not the explanations.
+  const cells: MatrixCell[][] = keys.map(() => new Array<MatrixCell>(sets.length));
+  const failed = sets.map(() => 0);
   const stores = batchResolver(store, batch.byPair);
-  await eachAtMost(sets, limits.concurrency, async (set, i) => {
+  await eachAtMost(sets, limits.concurrency, async (set, s) => {
     const context = options.context?.(set);
     const outcome = await explainPipeline(
       [{ store: store.name, set, schema, ...(request.configs !== undefined ? { configs: request.configs } : {}) }],
       { ...deps, stores },
       { limits: engineLimits, revealHidden: options.revealHidden === true, ...(context ? { context } : {}) },
     );
-    columns[i] = outcome.explanations[0]!.keys;
-  });
-
-  const cells: MatrixCell[][] = keys.map(() => new Array<MatrixCell>(sets.length));
-  const failed = sets.map(() => 0);
-  for (let s = 0; s < sets.length; s++) {
-    const column = columns[s]!;
+    const column = outcome.explanations[0]!.keys;
     for (let k = 0; k < column.length; k++) {
-      const cell = cellOf(column[k]!, sets[s]!);
+      const cell = cellOf(column[k]!, set);
       cells[k]![s] = cell;
       if (cell.state !== 'ok') failed[s]!++;
     }
-  }
+  });
   return { version: MATRIX_VERSION, store: store.name, ...(prefix !== undefined ? { prefix } : {}), sets, keys, cells, failed, fromBackup: batch.fromBackup };
 }
 
@@ -262,6 +261,8 @@ async function eachAtMost<T>(items: readonly T[], n: number, work: (item: T, ind
       const i = next++;
       try {
         await work(items[i]!, i);
+        // A set without expressions or I/O never gives the loop away: after each, give it away once a slice is spent.
+        await checkpoint();
       } catch (e) {
         failed = true;
         throw e;
