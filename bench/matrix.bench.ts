@@ -6,13 +6,16 @@
  * Each run lists the prefix `fleet` and evaluates the matrix; printed: the time of each run (median and spread), the
  * heap and RSS growth over the runs and at their peak, and the cells.
  *
- *   npx tsx bench/matrix.bench.ts [--store json-file|sqlite] [--sets 1000] [--keys 100] [--runs 10] [--tests]
+ * With `--compare`, the same sets are then evaluated one by one with evaluatePipeline (a store read per set, no
+ * explanation): what a client asking set by set would cost, for comparison.
+ *
+ *   npx tsx --expose-gc bench/matrix.bench.ts [--store json-file|sqlite] [--sets 1000] [--keys 100] [--runs 10] [--tests] [--compare]
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { matrixOf, type Config } from '../src/core/index.js';
+import { evaluatePipeline, matrixOf, type Config } from '../src/core/index.js';
 import { createStoreRegistry } from '../src/stores/index.js';
 
 const arg = (name: string): string | undefined => {
@@ -51,7 +54,8 @@ for (let s = 0; s < SETS - 1; s++) {
   }
 }
 const filling = performance.now();
-await registry.store('main')!.set(configs);
+// In batches: one write of all of them is more bound variables than SQLite takes in one statement.
+for (let i = 0; i < configs.length; i += 1000) await registry.store('main')!.set(configs.slice(i, i + 1000));
 const filled = performance.now() - filling;
 
 const keys: Record<string, unknown> = {};
@@ -101,6 +105,19 @@ const median = times[Math.floor(times.length / 2)]!;
 console.log(`store ${KIND}, ${configs.length} configs stored in ${filled.toFixed(0)} ms; matrix of ${sets} sets x ${KEYS} keys = ${cells} cells (${failed} not ok)${TESTS ? ', with tests (a sandbox job per set)' : ''}`);
 console.log(`runs ${RUNS}: median ${median.toFixed(0)} ms, min ${times[0]!.toFixed(0)} ms, max ${times[times.length - 1]!.toFixed(0)} ms`);
 console.log(`heap: peak ${mb(peakHeap)} MiB (${mb(peakHeap - heap0)} MiB over the start), the answer's JSON ${mb(jsonBytes)} MiB; after the runs ${mb(heap1 - heap0)} MiB over the start; rss peak ${mb(peakRss)} MiB (+${mb(peakRss - rss0)})`);
+if (process.argv.includes('--compare')) {
+  const names = (await registry.resolve('main').list!('fleet')).sets.map((s) => s.set);
+  const one: number[] = [];
+  for (let r = 0; r < RUNS; r++) {
+    const t0 = performance.now();
+    for (const set of names) {
+      await evaluatePipeline([{ set, schema }], { stores: registry, ...(expressions ? { expressions } : {}) }).catch(() => undefined);
+    }
+    one.push(performance.now() - t0);
+  }
+  one.sort((a, b) => a - b);
+  console.log(`set by set (evaluatePipeline, a read each): median ${one[Math.floor(one.length / 2)]!.toFixed(0)} ms, min ${one[0]!.toFixed(0)} ms`);
+}
 await expressions?.close();
 await registry.close();
 rmSync(dir, { recursive: true, force: true });

@@ -2,8 +2,9 @@
  * One schema over many sets (docs/explain.md, "Comparing sets"): for each key and each set, a cell saying whether the
  * key's value there passes the schema (and which rule it fails if not), where the value came from and what it is.
  *
- * Each set is evaluated by the engine itself, as a one-command pipeline explained by `explainPipeline` (explain.ts),
- * so every rule, message and redaction is the export's. What the matrix adds is the batching around it:
+ * Each set is evaluated by the engine itself, as the one-command pipeline `{ store, set, schema, configs }` run by
+ * `runPipeline` (eval.ts) with a witness that keeps its result and failures (as explain.ts does, without the rest of
+ * the explanation), so every rule, message and redaction is the export's. What the matrix adds is the batching:
  *   - the sets are a given list, or every set the store holds under a prefix (ResolvedStore.list);
  *   - the store is read once for all of them: every key of the schema at every set of every set's hierarchy, in one
  *     batch, and each set's evaluation is answered from that batch (no read per set);
@@ -13,15 +14,14 @@
  *     holds other requests for long.
  * Hidden values are withheld (the cell says `withheld: "hidden"`) unless the caller asks for `revealHidden`.
  */
-import { ErrorCodes, InputError, LimitError, type FailureRule, type InputIssue } from './errors.js';
-import { explainPipeline, type KeyExplanation } from './explain.js';
-import { resolveLimits, type EngineDeps, type EngineLimits } from './eval.js';
+import { ErrorCodes, InputError, LimitError, ValidationError, type EvalFailure, type FailureRule, type InputIssue } from './errors.js';
+import { resolveLimits, runPipeline, type CommandWitness, type EngineDeps, type EngineLimits } from './eval.js';
 import { freezeDeep, isDeepFrozen } from './frozen.js';
 import { parseSet, truncate } from './names.js';
-import { prepareSchema } from './schema.js';
+import { prepareSchema, type PreparedSchema } from './schema.js';
 import { checkpoint } from './slices.js';
-import type { Config, ConfigQuery, ResolvedStore, RunContext, StoreResolver } from './ports.js';
-import type { ConfigSchema, Origin } from './types.js';
+import type { Config, ConfigQuery, ExpressionEvaluator, ResolvedStore, RunContext, StoreResolver, TestOutcome } from './ports.js';
+import type { ConfigSchema, EvalCommandInput, EvalResult, EvaluatedConfig, Origin } from './types.js';
 
 /** Version of the matrix's shape (docs/server.md, "POST /matrix"); raised when a field changes meaning or goes away. */
 export const MATRIX_VERSION = 1;
@@ -155,16 +155,13 @@ export async function matrixOf(request: MatrixRequest, deps: MatrixDeps, options
   const cells: MatrixCell[][] = keys.map(() => new Array<MatrixCell>(sets.length));
   const failed = sets.map(() => 0);
   const stores = batchResolver(store, batch.byPair);
+  const reveal = options.revealHidden === true;
   await eachAtMost(sets, limits.concurrency, async (set, s) => {
     const context = options.context?.(set);
-    const outcome = await explainPipeline(
-      [{ store: store.name, set, schema, ...(request.configs !== undefined ? { configs: request.configs } : {}) }],
-      { ...deps, stores },
-      { limits: engineLimits, revealHidden: options.revealHidden === true, ...(context ? { context } : {}) },
-    );
-    const column = outcome.explanations[0]!.keys;
-    for (let k = 0; k < column.length; k++) {
-      const cell = cellOf(column[k]!, set);
+    const command: EvalCommandInput = { store: store.name, set, schema, ...(request.configs !== undefined ? { configs: request.configs } : {}) };
+    const column = await evaluateSet(command, prepared, { ...deps, stores }, engineLimits, context);
+    for (let k = 0; k < prepared.keys.length; k++) {
+      const cell = cellOf(column, prepared.keys[k]!.key, set, reveal);
       cells[k]![s] = cell;
       if (cell.state !== 'ok') failed[s]!++;
     }
@@ -284,22 +281,90 @@ const STATE_OF: Record<FailureRule, CellState> = {
   lazy: 'override',
 };
 
-/** The cell of one key's explanation at `set`. */
-function cellOf(k: KeyExplanation, set: string): MatrixCell {
-  const state = k.failures.length ? STATE_OF[k.failures[0]!.rule] : 'ok';
-  const cell: MatrixCell = { state, origin: k.origin };
-  if (k.origin === 'store') {
-    cell.set = k.set;
-    if (k.set !== set) cell.inherited = true;
+/** What one set's evaluation left: its result, its failures by key, and the failed checks of each key. */
+interface SetOutcome {
+  result: EvalResult;
+  failures: Map<string, EvalFailure[]>;
+  /** For each key, the indexes of its failed `test` expressions, in order. */
+  failedTests: Map<string, number[]>;
+}
+
+/**
+ * Evaluate one set: the engine's pipeline of one command (eval.ts, runPipeline), with a witness that keeps its result
+ * and failures (a failed validation is an outcome here, not an error), and the sandbox's failed tests noted to know
+ * their index. Nothing else is recorded: this is the export's evaluation, not the explanation's (explain.ts).
+ */
+async function evaluateSet(command: EvalCommandInput, prepared: PreparedSchema, deps: EngineDeps, limits: EngineLimits, context: RunContext | undefined): Promise<SetOutcome> {
+  let result: EvalResult = {};
+  let failures: readonly EvalFailure[] = [];
+  const witness: CommandWitness = {
+    evaluated(_command, _stored, evaluated, all) {
+      result = evaluated.result;
+      failures = all;
+    },
+  };
+  const failedTests = new Map<string, number[]>();
+  const expressions = deps.expressions && notingFailedTests(deps.expressions, prepared, failedTests);
+  try {
+    await runPipeline([command], { ...deps, ...(expressions ? { expressions } : {}) }, { limits, ...(context ? { context } : {}) }, witness);
+  } catch (e) {
+    if (!(e instanceof ValidationError)) throw e;
   }
-  if (k.hidden) cell.hidden = true;
-  if (k.withheld === 'hidden') cell.withheld = 'hidden';
-  else if (k.origin !== 'empty' && k.value !== undefined) cell.value = k.value;
-  if (k.failures.length) {
-    // The failed tests, in order of their index; the engine reports a key's test failures in that order.
-    const failedTests = k.tests.filter((t) => t.passed === false).map((t) => t.index);
+  const byKey = new Map<string, EvalFailure[]>();
+  for (const f of failures) {
+    const list = byKey.get(f.key);
+    if (list) list.push(f);
+    else byKey.set(f.key, [f]);
+  }
+  return { result, failures: byKey, failedTests };
+}
+
+/**
+ * The evaluator, noting the index of each failed `test` expression by key: in a key's checks, its `pattern` and
+ * `schema` come first and its tests last (eval-checks.ts), so a test's index is its check's index less the others.
+ */
+function notingFailedTests(inner: ExpressionEvaluator, prepared: PreparedSchema, into: Map<string, number[]>): ExpressionEvaluator {
+  return {
+    async run(job, context) {
+      const result = await inner.run(job, context);
+      const checks = new Map(job.tests.map((t) => [t.key, t.expressions.length]));
+      const failed = result.tests.filter((t: TestOutcome) => !t.ok).sort((a, b) => a.index - b.index);
+      for (const t of failed) {
+        const p = prepared.byName.get(t.key);
+        const index = t.index - ((checks.get(t.key) ?? 0) - (p?.tests.length ?? 0));
+        if (!p || index < 0) continue;
+        const list = into.get(t.key);
+        if (list) list.push(index);
+        else into.set(t.key, [index]);
+      }
+      return result;
+    },
+    renderTemplate: (template, context) => inner.renderTemplate(template, context),
+    evaluateBoolean: (expression, context) => inner.evaluateBoolean(expression, context),
+    renderTrusted: (template, variables) => inner.renderTrusted(template, variables),
+    close: () => inner.close(),
+  };
+}
+
+/** The cell of `key` at `set`. */
+function cellOf(outcome: SetOutcome, key: string, set: string, reveal: boolean): MatrixCell {
+  const e: EvaluatedConfig | undefined = outcome.result[key];
+  const failures = outcome.failures.get(key) ?? [];
+  const origin: Origin = e?.origin ?? 'empty';
+  const cell: MatrixCell = { state: failures.length ? STATE_OF[failures[0]!.rule] : 'ok', origin };
+  if (e && origin === 'store') {
+    cell.set = e.set;
+    if (e.set !== set) cell.inherited = true;
+  }
+  const hidden = e?.cfgu.hidden === true;
+  if (hidden) cell.hidden = true;
+  if (hidden && !reveal) cell.withheld = 'hidden';
+  else if (e && origin !== 'empty') cell.value = e.value;
+  if (failures.length) {
+    // The engine reports a key's failed tests in the order of their index.
+    const failedTests = outcome.failedTests.get(key) ?? [];
     let nextTest = 0;
-    cell.failures = k.failures.map((f): MatrixFailure => {
+    cell.failures = failures.map((f): MatrixFailure => {
       if (f.rule !== 'test' || nextTest >= failedTests.length) return { rule: f.rule, message: f.message };
       return { rule: f.rule, message: f.message, test: failedTests[nextTest++]! };
     });
