@@ -23,6 +23,11 @@ export const commands: Record<string, SubCommand> = {
     run: async (a, io) => (await import('./commands/rollback.js')).rollbackCommand(a, io),
   },
   eval: { summary: 'evaluate a schema against a store and print the result (JSON)', run: async (a, io) => (await import('./commands/eval.js')).evalCommand(a, io) },
+  matrix: {
+    summary: 'evaluate a schema at many sets: a table of each key at each set',
+    run: async (a, io) => (await import('./commands/matrix.js')).matrixCommand(a, io),
+  },
+  diff: { summary: 'the keys on which two sets differ, side by side', run: async (a, io) => (await import('./commands/matrix.js')).diffCommand(a, io) },
   export: {
     summary: 'export an eval result from standard input (json, dotenv, yaml, ...)',
     run: async (a, io) => (await import('./commands/export.js')).exportCommand(a, io),

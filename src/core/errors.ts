@@ -226,11 +226,13 @@ export interface RefusedCommand {
 /** The credential is valid but its scope does not cover these commands; nothing was read. */
 export class ForbiddenError extends CfguError {
   readonly refused: RefusedCommand[];
-  constructor(refused: RefusedCommand[], total: number) {
+  /** `message`: the detail, when the refusal is not of a pipeline's commands (POST /matrix says sets or a prefix). */
+  constructor(refused: RefusedCommand[], total: number, message?: string) {
     const list = refused.map((r) => `command ${r.command} (store ${r.store === null ? '(none)' : `"${r.store}"`}, set "${r.set}")`);
     super(
       ErrorCodes.FORBIDDEN,
-      `${refused.length} of ${total} command${total === 1 ? '' : 's'} ${refused.length === 1 ? 'is' : 'are'} outside the scope of this credential: ${list.join(', ')}`,
+      message ??
+        `${refused.length} of ${total} command${total === 1 ? '' : 's'} ${refused.length === 1 ? 'is' : 'are'} outside the scope of this credential: ${list.join(', ')}`,
     );
     this.name = 'ForbiddenError';
     this.refused = refused;

@@ -19,6 +19,18 @@ export {
   type ExplainedTest,
   type Withheld,
 } from './explain.js';
+export {
+  matrixOf,
+  MATRIX_VERSION,
+  DEFAULT_MATRIX_LIMITS,
+  type Matrix,
+  type MatrixCell,
+  type MatrixFailure,
+  type MatrixLimits,
+  type MatrixOptions,
+  type MatrixRequest,
+  type CellState,
+} from './matrix.js';
 export { evaluatePipeline, DEFAULT_ENGINE_LIMITS, type EngineDeps, type EngineLimits, type PipelineOptions } from './eval.js';
 export { pipeWinner } from './eval-values.js';
 export { upsert, type UpsertInput, type UpsertChange, type UpsertResult } from './upsert.js';

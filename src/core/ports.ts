@@ -231,6 +231,12 @@ export interface ResolvedStore {
   read(queries: readonly ConfigQuery[]): Promise<{ configs: Config[]; fromBackup: boolean }>;
   /** Batched write ("" deletes). */
   write(configs: readonly Config[]): Promise<void>;
+  /**
+   * The sets the store holds under `prefix` (ConfigStore.list). Never answered by the backup: it holds only what was
+   * read, so a listing from it could leave sets out; throws StoreUnavailableError while the store cannot be read.
+   * Optional so that a stand-in store may leave it out; every store of the registry has it.
+   */
+  list?(prefix: string, options?: SetListOptions): Promise<SetListing>;
   /** The store's change feed (ConfigStore.watch), when its kind has one. */
   watch?(listener: ChangeListener): ChangeFeed;
 }

@@ -7,7 +7,7 @@
  * backup database, which answers its reads while the store cannot be reached.
  */
 import { CfguError, StoreUnavailableError, UnknownStoreError } from '../core/errors.js';
-import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore, ResolvedStore, StoreResolver } from '../core/ports.js';
+import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore, ResolvedStore, SetListing, SetListOptions, StoreResolver } from '../core/ports.js';
 import { BackupDatabase } from './backup.js';
 import { reasonOf } from './common.js';
 import { buildStore, type StoreDefinition } from './factory.js';
@@ -118,6 +118,21 @@ class Resolved implements ResolvedStore {
     this.ok();
     this.backup?.recordRead(this.name, queries, configs);
     return { configs, fromBackup: false };
+  }
+
+  /**
+   * The store's own listing. The backup never answers it (it holds only the (set, key) pairs once read, so it would
+   * leave sets out without saying so): while the store cannot be read, this throws StoreUnavailableError (503).
+   */
+  async list(prefix: string, options?: SetListOptions): Promise<SetListing> {
+    let listing: SetListing;
+    try {
+      listing = await this.store.list(prefix, options);
+    } catch (e) {
+      throw this.unavailable(e);
+    }
+    this.ok();
+    return listing;
   }
 
   async write(configs: readonly Config[]): Promise<void> {

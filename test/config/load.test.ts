@@ -366,6 +366,36 @@ describe('createStoreRegistry', () => {
   });
 });
 
+test('ResolvedStore.list: the store\'s listing; while the store is down, StoreUnavailableError even with a backup (never a listing from it)', async () => {
+  const stores = new Map<string, FlakyStore>();
+  const registry = createStoreRegistry(
+    {
+      file: undefined,
+      stores: [{ name: 'main', type: 'in-memory', configuration: {}, default: true, backup: true }],
+      defaultStore: 'main',
+      backup: join(TMP, 'backup', 'list.db'),
+      schemas: {},
+      scripts: {},
+      interface: {},
+    },
+    { logger: { warn: () => undefined }, createStore: (d) => stores.set(d.name, new FlakyStore(d.name)).get(d.name)! },
+  );
+  await registry.init();
+  const main = registry.resolve('main');
+  await main.write([{ set: 'prod', key: 'A', value: 'a' }]);
+  assert.deepEqual(await main.read([{ set: 'prod', key: 'A' }]), { configs: [{ set: 'prod', key: 'A', value: 'a' }], fromBackup: false });
+  assert.deepEqual(await main.list!('prod'), { prefix: 'prod', sets: [], truncated: false, limits: { sets: 1, keys: 1 } });
+  await new Promise((r) => setImmediate(r)); // the backup has the read
+  stores.get('main')!.up = false;
+  assert.equal((await main.read([{ set: 'prod', key: 'A' }])).fromBackup, true, 'reads fall back');
+  await assert.rejects(main.list!('prod'), (e: unknown) => e instanceof StoreUnavailableError && e.message === 'store "main" is unavailable: connection refused');
+  assert.deepEqual(registry.status(), [{ name: 'main', type: 'in-memory', available: false, problem: 'store "main" is unavailable: connection refused' }]);
+  stores.get('main')!.up = true;
+  await main.list!('');
+  assert.deepEqual(registry.status(), [{ name: 'main', type: 'in-memory', available: true }], 'a listing that answers counts as the store being back');
+  await registry.close();
+});
+
 test('the .configu shape is a valid JSON Schema (compiled without the meta-schema check at start-up)', () => {
   assertValidJsonSchema(CONFIGU_SHAPE, '.configu shape');
 });

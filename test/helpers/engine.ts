@@ -8,13 +8,15 @@
 import { coerceValue, declaredTypeOf } from '../../src/core/coerce.js';
 import { UnknownStoreError, StoreUnavailableError } from '../../src/core/errors.js';
 import { parseTemplate, stringifyTemplateValue } from '../../src/core/template.js';
-import type { Config, ConfigQuery, ResolvedStore, StoreResolver } from '../../src/core/ports.js';
+import type { Config, ConfigQuery, ResolvedStore, SetListing, SetListOptions, StoreResolver } from '../../src/core/ports.js';
+import { byCodePoint, isUnder, listArguments, listingFromRows } from '../../src/stores/listing.js';
 import type { ConfigView, ExpressionEvaluator, ExpressionJob, ExpressionResult, TestOutcome, ConstOutcome } from '../../src/core/ports.js';
 
 export class MemoryStore implements ResolvedStore {
   readonly data = new Map<string, string>();
   reads = 0;
   writes = 0;
+  lists = 0;
   down = false;
   constructor(
     readonly name: string,
@@ -32,6 +34,17 @@ export class MemoryStore implements ResolvedStore {
       if (value) configs.push({ set: q.set, key: q.key, value });
     }
     return { configs, fromBackup: false };
+  }
+  /** ConfigStore.list over the map, by the shared listing rules (src/stores/listing.ts). */
+  async list(prefix: string, options?: SetListOptions): Promise<SetListing> {
+    this.lists++;
+    if (this.down) throw new StoreUnavailableError(this.name, 'connection refused');
+    const { prefix: p, limits } = listArguments(prefix, options);
+    const rows = [...this.data.keys()]
+      .map((pair) => ({ set: pair.slice(0, pair.indexOf('\u0000')), key: pair.slice(pair.indexOf('\u0000') + 1) }))
+      .filter((r) => isUnder(p, r.set))
+      .sort((a, b) => byCodePoint(a.set, b.set) || byCodePoint(a.key, b.key));
+    return listingFromRows(p, limits, rows.slice(0, limits.keys + 1));
   }
   async write(configs: readonly Config[]) {
     this.writes++;
@@ -124,7 +137,8 @@ export class HostEvaluator implements ExpressionEvaluator {
 
 /**
  * A resolver over `registry()` (read when a store is resolved, so a suite may build its registry later) that records
- * the name of every store read in `reads`: the access suites check that a refused request reads nothing.
+ * the name of every store read in `reads` (`list:<name>` for a listing): the access suites check that a refused
+ * request reads nothing.
  */
 export function countingResolver(registry: () => StoreResolver, reads: string[]): StoreResolver {
   return {
@@ -138,6 +152,14 @@ export function countingResolver(registry: () => StoreResolver, reads: string[])
           return store.read(queries);
         },
         write: (configs) => store.write(configs),
+        ...(store.list
+          ? {
+              list: (prefix: string, options?: SetListOptions) => {
+                reads.push(`list:${store.name}`);
+                return store.list!(prefix, options);
+              },
+            }
+          : {}),
       };
     },
     names: () => registry().names(),

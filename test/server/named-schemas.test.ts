@@ -198,6 +198,24 @@ describe('a command naming a schema', () => {
   });
 });
 
+describe('the other routes that take a schema', () => {
+  test('POST /explain and POST /matrix take a name as POST /export does, answering as the same schema inline', async () => {
+    const a = await app(await loadConfigu(configu('open.configu')));
+    const ask = (url: string, body: unknown) =>
+      a.inject({ method: 'POST', url, headers: { 'content-type': 'application/json' }, payload: JSON.stringify(body) });
+    const named = await ask('/explain', [{ store: 'main', set: 'prod', schema: 'app' }]);
+    const inline = await ask('/explain', [{ store: 'main', set: 'prod', schema: { keys: APP_KEYS } }]);
+    assert.equal(named.statusCode, 200, named.body);
+    assert.equal(named.body, inline.body);
+    const matrixNamed = await ask('/matrix', { store: 'main', schema: 'app', sets: ['', 'prod'] });
+    const matrixInline = await ask('/matrix', { store: 'main', schema: { keys: APP_KEYS }, sets: ['', 'prod'] });
+    assert.equal(matrixNamed.statusCode, 200, matrixNamed.body);
+    assert.equal(matrixNamed.body, matrixInline.body);
+    exactly(await ask('/explain', [{ schema: 'ap' }]), 400, unknown('ap', 'did you mean "app"?', ['app']));
+    exactly(await ask('/matrix', { store: 'main', schema: 'ap', sets: ['prod'] }), 400, unknown('ap', 'did you mean "app"?', ['app']));
+  });
+});
+
 describe('GET /schemas and GET /schemas/{name}', () => {
   test('the list (name, keys, labels); one schema as declared, with a strong ETag and 304; 404 for an unknown name', async () => {
     const a = await app(await loadConfigu(configu('open.configu')));

@@ -24,7 +24,7 @@ const fileSettings = {
   log: { enabled: true, probes: false },
   metrics: { enabled: true, key: 'file-metrics-key-123' },
   docs: { enabled: true, public: false },
-  limits: { bodyBytes: 4096, commands: 2, keys: 3, setDepth: 4, lookups: 5, templateBytes: 6, templateExpressions: 7, valueBytes: 8, outputBytes: 9 },
+  limits: { bodyBytes: 4096, commands: 2, keys: 3, setDepth: 4, lookups: 5, templateBytes: 6, templateExpressions: 7, valueBytes: 8, outputBytes: 9, matrixSets: 10, matrixCells: 20 },
   shutdown: { gracePeriodSeconds: 4, drainSeconds: 8 },
   workers: 5,
 };
@@ -53,6 +53,8 @@ describe('environment variables beat interface.proxy in .configu', () => {
     ['CONFIGU_LIMIT_TEMPLATE_EXPRESSIONS', '15', (s) => s.limits.templateExpressions, 15],
     ['CONFIGU_LIMIT_VALUE_BYTES', '16', (s) => s.limits.valueBytes, 16],
     ['CONFIGU_LIMIT_OUTPUT_BYTES', '17', (s) => s.limits.outputBytes, 17],
+    ['CONFIGU_LIMIT_MATRIX_SETS', '18', (s) => s.limits.matrixSets, 18],
+    ['CONFIGU_LIMIT_MATRIX_CELLS', '19', (s) => s.limits.matrixCells, 19],
     ['CONFIGU_SHUTDOWN_GRACE_SECONDS', '3', (s) => s.shutdown.gracePeriodSeconds, 3],
     ['CONFIGU_SHUTDOWN_DRAIN_SECONDS', '0', (s) => s.shutdown.drainSeconds, 0],
     ['CONFIGU_WORKERS', '1', (s) => s.workers, 1],

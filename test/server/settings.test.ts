@@ -54,6 +54,8 @@ describe('resolveSettings', () => {
         keys: 10000,
         // A quarter of this process's heap limit, at most 256 MiB (test/server/cache-memory.test.ts).
         cacheMemoryMb: defaultCacheMemoryMb(),
+        matrixSets: 1000,
+        matrixCells: 100000,
         setDepth: 32,
         lookups: 250000,
         templateBytes: 65536,

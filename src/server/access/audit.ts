@@ -71,6 +71,12 @@ export function defaultStoreName(registry: StoreResolver): string | undefined {
 
 /** The store and set of each command, as far as the body says (the store a command without one reads: the default). */
 export function auditCommands(body: unknown, defaultStore: string | undefined): AuditRecord['commands'] {
+  // POST /matrix: its store at each given set, or at its prefix.
+  if (body && typeof body === 'object' && !Array.isArray(body)) {
+    const m = body as { store?: unknown; sets?: unknown; prefix?: unknown };
+    const sets = Array.isArray(m.sets) ? m.sets : typeof m.prefix === 'string' ? [m.prefix] : [];
+    return auditCommands(sets.map((set: unknown) => ({ store: m.store, set })), defaultStore);
+  }
   if (!Array.isArray(body)) return [];
   // A pipeline refused for its size (413) may be long: the line lists its first commands only.
   return body.slice(0, MAX_AUDITED_COMMANDS).map((c: Partial<EvalCommandInput> | null) => {

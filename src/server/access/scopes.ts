@@ -38,6 +38,8 @@ export interface CompiledGrant {
   labelNames: readonly string[] | undefined;
   keys: RegExp[] | undefined;
   metrics: boolean;
+  /** The set patterns ending in `**` (`prod/**`, `**`): each covers every set below a set it matches (POST /matrix). */
+  subtrees?: RegExp[];
 }
 
 export type Principal =
@@ -103,6 +105,7 @@ export function compileGrant(g: Grant, keyLabels: KeyLabels = NO_KEY_LABELS): Co
     labelNames: g.labels ? [...g.labels] : undefined,
     keys: g.keys ? g.keys.map(compileKeyPattern) : g.labels ? [] : undefined,
     metrics: g.metrics === true,
+    subtrees: g.sets.filter((s) => /(^|\/)\*\*$/.test(s.trim().replace(/\/$/, ''))).map((s) => compileSetPattern(s) as RegExp),
   };
 }
 
@@ -198,4 +201,20 @@ export function refusedCommands(
 export function visibleStores(principal: Principal, names: readonly string[]): string[] {
   if (principal.grants === 'all') return [...names];
   return names.filter((n) => (principal.grants as readonly CompiledGrant[]).some((g) => g.anyStore || g.stores.has(n)));
+}
+
+/**
+ * Whether the principal may list the sets under `prefix` in `store` (POST /matrix with a prefix): one grant must cover
+ * the store, every key `schema` declares, and the prefix's whole subtree, which only a set pattern ending in `**`
+ * (`prod/**`, `**`) does: matching the prefix, it matches every set below it. A grant of single sets (`prod`,
+ * `prod/*`) does not, as the listing would name sets outside it.
+ */
+export function mayListPrefix(principal: Principal, store: string | undefined, prefix: string, schema: unknown, serverSchema?: ServerSchemaOf): boolean {
+  if (principal.grants === 'all') return true;
+  const subject = setSubject(prefix);
+  if (subject === undefined) return false;
+  const command = { schema } as EvalCommandInput;
+  return principal.grants.some(
+    (g) => (g.anyStore || (store !== undefined && g.stores.has(store))) && (g.subtrees ?? []).some((r) => r.test(subject)) && keysCovered(g, command, serverSchema),
+  );
 }

@@ -42,6 +42,7 @@ import { apiDocs, DOCS_ROUTES, openapiRoute } from './routes/docs.js';
 import { explainRoute } from './routes/explain.js';
 import { exportRoute } from './routes/export.js';
 import { healthRoutes } from './routes/health.js';
+import { matrixRoute } from './routes/matrix.js';
 import { metricsRoute } from './routes/metrics.js';
 import { SCHEMA_ROUTES, schemaRoutes } from './routes/schemas.js';
 import { cfguSchema, evalCommandSchema, problemSchema } from './schemas.js';
@@ -78,6 +79,7 @@ export interface BuildServerOptions {
 const ROUTES: Record<string, string[]> = {
   '/export': ['POST'],
   '/explain': ['POST'],
+  '/matrix': ['POST'],
   '/live': ['GET', 'HEAD'],
   '/ready': ['GET', 'HEAD'],
   ...SCHEMA_ROUTES,
@@ -132,6 +134,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   await app.register(exportRoute, { settings, defaultStore, holder: credentials.holder, observation, watch, schemas });
   await app.register(explainRoute, { settings, defaultStore, observation, schemas });
   await app.register(schemaRoutes, { settings, schemas });
+  await app.register(matrixRoute, { settings, defaultStore, observation, schemas });
   await app.register(healthRoutes, { lifecycle });
   await app.register(metricsRoute, { observation });
   if (settings.docs.enabled) await app.register(openapiRoute);

@@ -7,7 +7,7 @@
 import { trace } from '@opentelemetry/api';
 import type { CommandInfo, EngineObserver } from '../../core/ports.js';
 import type { ExpressionEvaluator, ExpressionJob, ExpressionResult, RunContext } from '../../core/ports.js';
-import type { Config, ConfigQuery, ResolvedStore, StoreResolver } from '../../core/ports.js';
+import type { Config, ConfigQuery, ResolvedStore, SetListOptions, StoreResolver } from '../../core/ports.js';
 import type { ServerMetrics } from './metrics.js';
 import { inSpan, type Context, type Tracer } from './tracing.js';
 
@@ -55,6 +55,7 @@ export function tracedRun(tracer: Tracer, root: Context, stores: StoreResolver, 
             }),
           ),
         write: (configs) => inSpan(tracer, 'cfgu.store.write', { ...attributes, 'cfgu.store.configs': configs.length }, current, () => store.write(configs)),
+        ...(store.list ? { list: (prefix: string, options?: SetListOptions) => inSpan(tracer, 'cfgu.store.list', attributes, current, () => store.list!(prefix, options)) } : {}),
         ...(store.watch ? { watch: store.watch.bind(store) } : {}),
       };
     },
@@ -117,6 +118,7 @@ export function observeStores(stores: StoreResolver, metrics: ServerMetrics | un
           throw e;
         }
       },
+      ...(store.list ? { list: store.list.bind(store) } : {}),
       ...(store.watch ? { watch: store.watch.bind(store) } : {}),
     };
   };

@@ -65,6 +65,8 @@ const ENV = {
   templateExpressions: 'CONFIGU_LIMIT_TEMPLATE_EXPRESSIONS',
   valueBytes: 'CONFIGU_LIMIT_VALUE_BYTES',
   outputBytes: 'CONFIGU_LIMIT_OUTPUT_BYTES',
+  matrixSets: 'CONFIGU_LIMIT_MATRIX_SETS',
+  matrixCells: 'CONFIGU_LIMIT_MATRIX_CELLS',
   grace: 'CONFIGU_SHUTDOWN_GRACE_SECONDS',
   drain: 'CONFIGU_SHUTDOWN_DRAIN_SECONDS',
   workers: 'CONFIGU_WORKERS',
@@ -262,7 +264,9 @@ function readLimits(r: Reader): ServerSettings['limits'] {
     valueBytes: limit('valueBytes', 1024 * 1024 * 1024),
     outputBytes: limit('outputBytes', 1024 * 1024 * 1024),
   };
-  return { bodyBytes, commands, keys, cacheMemoryMb, ...engineLimits };
+  const matrixSets = r.read(undefined, ENV.matrixSets, ['limits', 'matrixSets'], (v, s) => toInteger(v, s, 1, 1_000_000), d.limits.matrixSets);
+  const matrixCells = r.read(undefined, ENV.matrixCells, ['limits', 'matrixCells'], (v, s) => toInteger(v, s, 1, 100_000_000), d.limits.matrixCells);
+  return { bodyBytes, commands, keys, cacheMemoryMb, matrixSets, matrixCells, ...engineLimits };
 }
 
 function readWatch(r: Reader): WatchSettings {

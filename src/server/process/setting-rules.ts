@@ -50,7 +50,7 @@ export const PROXY_SETTINGS = strict({
   metrics: section(leaves('enabled', 'key')),
   docs: section(leaves('enabled', 'public')),
   limits: section(
-    leaves('bodyBytes', 'commands', 'keys', 'cacheMemoryMb', 'setDepth', 'lookups', 'templateBytes', 'templateExpressions', 'valueBytes', 'outputBytes'),
+    leaves('bodyBytes', 'commands', 'keys', 'cacheMemoryMb', 'setDepth', 'lookups', 'templateBytes', 'templateExpressions', 'valueBytes', 'outputBytes', 'matrixSets', 'matrixCells'),
   ),
   shutdown: section(leaves('gracePeriodSeconds', 'drainSeconds')),
   workers: value,

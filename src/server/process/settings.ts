@@ -77,6 +77,10 @@ export interface ServerSettings {
      * quarter of the V8 heap limit, at most 128 (defaultCacheMemoryMb).
      */
     cacheMemoryMb: number;
+    /** Most sets (columns) of one POST /matrix. */
+    matrixSets: number;
+    /** Most cells (sets times keys) of one POST /matrix. */
+    matrixCells: number;
   } & EngineLimits;
   shutdown: {
     /** Longest time between the end of the drain and exit. */
@@ -130,7 +134,7 @@ export const DEFAULT_SETTINGS: Readonly<ServerSettings> = Object.freeze({
   log: { enabled: true, probes: false },
   metrics: { enabled: true, key: undefined },
   docs: { enabled: true, public: false },
-  limits: { bodyBytes: 1024 * 1024, commands: 50, keys: 10_000, cacheMemoryMb: defaultCacheMemoryMb(), ...DEFAULT_ENGINE_LIMITS },
+  limits: { bodyBytes: 1024 * 1024, commands: 50, keys: 10_000, cacheMemoryMb: defaultCacheMemoryMb(), matrixSets: 1000, matrixCells: 100_000, ...DEFAULT_ENGINE_LIMITS },
   shutdown: { gracePeriodSeconds: 10, drainSeconds: 5 },
   workers: 0, // 0 = os.availableParallelism(), filled in by resolveSettings
   watch: { maxWatchers: 10_000, maxWatchersPerClient: 100, maxWaitSeconds: 300, heartbeatMs: 15_000, debounceMs: 20, pollMs: 5000 },
