@@ -48,7 +48,10 @@ export function checkedSet(set: string): string {
   return parsed.path;
 }
 
-/** The changes of one write: keys checked, the last change of a key wins, sorted by key; "" reads as null. */
+/**
+ * The changes of one write: keys checked, the last change of a key wins (at the place of its first), in the order given
+ * (the order new keys are appended to the data, as `set` appends them); "" reads as null. Records list them by key.
+ */
 export function checkedChanges(changes: readonly ConfigChange[]): ConfigChange[] {
   if (!changes.length) throw new InputError(ErrorCodes.INVALID_INPUT, 'a write must change at least one key');
   const byKey = new Map<string, string | null>();
@@ -60,7 +63,7 @@ export function checkedChanges(changes: readonly ConfigChange[]): ConfigChange[]
     }
     byKey.set(c.key, c.value === '' ? null : c.value);
   }
-  return [...byKey].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([key, value]) => ({ key, value }));
+  return [...byKey].map(([key, value]) => ({ key, value }));
 }
 
 /** The keys whose values differ between two snapshots, sorted, with before and after. */
@@ -149,6 +152,7 @@ export function planWrite(input: WriteInput): WritePlan {
       upserts.push({ set, key: c.key, value: c.value });
     }
   }
+  changes.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
   if (history.enabled) {
     records.push({
       set,

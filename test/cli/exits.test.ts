@@ -15,7 +15,7 @@ after(async () => {
   await closeSandbox();
 });
 
-const USAGE = /^Usage: cfgu <command> \[options\]\n\nCommands:\n {2}serve +\S.*\n {2}upsert +\S.*\n {2}history +\S.*\n {2}rollback +\S.*\n {2}eval +\S.*\n {2}export +\S.*\n {2}health +\S.*\n {2}generate +\S.*\n {2}token +\S.*\n\nOptions:\n {2}-V, --version +\S.*\n {2}-h, --help +\S.*\n\nRun "cfgu <command> --help" for a command's options\.\n$/;
+const USAGE = /^Usage: cfgu <command> \[options\]\n\nCommands:\n {2}serve +\S.*\n {2}upsert +\S.*\n {2}history +\S.*\n {2}rollback +\S.*\n {2}eval +\S.*\n {2}matrix +\S.*\n {2}diff +\S.*\n {2}export +\S.*\n {2}health +\S.*\n {2}generate +\S.*\n {2}token +\S.*\n\nOptions:\n {2}-V, --version +\S.*\n {2}-h, --help +\S.*\n\nRun "cfgu <command> --help" for a command's options\.\n$/;
 
 describe('cfgu: exit codes', { concurrency: true }, () => {
   test('no command: the usage, exit 2', async () => {
