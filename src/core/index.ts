@@ -21,7 +21,8 @@ export {
 } from './explain.js';
 export { evaluatePipeline, DEFAULT_ENGINE_LIMITS, type EngineDeps, type EngineLimits, type PipelineOptions } from './eval.js';
 export { pipeWinner } from './eval-values.js';
-export { upsert, type UpsertInput, type UpsertChange } from './upsert.js';
+export { upsert, type UpsertInput, type UpsertChange, type UpsertResult } from './upsert.js';
+export { impactOf, overlayStore, DEFAULT_IMPACT_SETS, type ImpactInput, type ImpactReport, type ImpactSchema } from './impact.js';
 export { prepareSchema, validateSchema, stringifyValue, configureSchemaCache, schemaCacheStats, EnumRule, type PreparedSchema, type PreparedKey } from './schema.js';
 export { parseSet, keyProblem, normaliseName, type ParsedSet } from './names.js';
 export { coerceValue, declaredTypeOf } from './coerce.js';

@@ -1,7 +1,7 @@
 /**
  * Validated writes into one set of a store (`cfgu upsert`): every failure collected, only changed values written.
  */
-import { ErrorCodes, InputError, ValidationError, type EvalFailure } from './errors.js';
+import { ErrorCodes, InputError, ReadOnlyStoreError, RevisionConflictError, ValidationError, type EvalFailure } from './errors.js';
 import { parseSet, keyProblem, setOwn, truncate } from './names.js';
 import { prepareSchema, stringifyValue } from './schema.js';
 import { runInSlices } from './slices.js';
@@ -18,6 +18,30 @@ export interface UpsertInput {
   /** Key -> new value; `""`, `null` and `undefined` delete the stored value. Non-strings are JSON-stringified. */
   values: Record<string, unknown>;
   expressions?: ExpressionEvaluator;
+  /** Refuse the write (RevisionConflictError) unless the set is at this revision (a store that keeps revisions). */
+  expectedRevision?: number;
+  /** Recorded with the revision: who writes, the request's id, why. */
+  subject?: string;
+  requestId?: string;
+  message?: string;
+  /** Validate and compute the changes, write nothing (the revision is still checked against `expectedRevision`). */
+  dryRun?: boolean;
+  /**
+   * Called with the changes once they are validated, before anything is written (the server's impact check); a throw
+   * refuses the write.
+   */
+  beforeWrite?: (changes: readonly UpsertChange[], set: string) => Promise<void>;
+}
+
+export interface UpsertResult {
+  changes: UpsertChange[];
+  /** The set path written, in normal form. */
+  set: string;
+  /**
+   * The set's revision after the write (the current one on a dry run or when nothing changed); undefined for a store
+   * that keeps no revisions.
+   */
+  revision?: number;
 }
 
 export interface UpsertChange {
@@ -31,7 +55,8 @@ export interface UpsertChange {
  * undeclared key, `const`/`lazy` for keys that are never stored, then the value constraints). Only changed values are
  * written; an empty value deletes. Returns what changed.
  */
-export async function upsert(input: UpsertInput): Promise<{ changes: UpsertChange[] }> {
+export async function upsert(input: UpsertInput): Promise<UpsertResult> {
+  if (input.store.readOnly) throw new ReadOnlyStoreError(input.store.name);
   const schema = prepareSchema(input.schema, '/schema');
   const set = parseSet(input.set ?? '');
   if ('problem' in set) throw new InputError(ErrorCodes.INVALID_SET, set.problem, [{ path: '/set', message: set.problem }]);
@@ -84,6 +109,33 @@ export async function upsert(input: UpsertInput): Promise<{ changes: UpsertChang
     const was = before.get(key) ?? '';
     if (was !== assigned[key]) changes.push({ key, before: was, after: assigned[key]! });
   }
-  if (changes.length) await input.store.write(changes.map((c) => ({ set: set.path, key: c.key, value: c.after })));
-  return { changes };
+  if (input.beforeWrite) await input.beforeWrite(changes, set.path);
+  return { changes, set: set.path, ...(await commit(input, set.path, changes)) };
+}
+
+/** Write the changes (unless a dry run): through the store's revisions when it keeps them, checking the revision. */
+async function commit(input: UpsertInput, set: string, changes: readonly UpsertChange[]): Promise<{ revision?: number }> {
+  const revisions = input.store.revisions;
+  if (!revisions) {
+    if (changes.length && !input.dryRun) await input.store.write(changes.map((c) => ({ set, key: c.key, value: c.after })));
+    return {};
+  }
+  if (input.dryRun || !changes.length) {
+    const { revision } = await revisions.revision(set);
+    if (input.expectedRevision !== undefined && input.expectedRevision !== revision) {
+      throw new RevisionConflictError(input.store.name, set, input.expectedRevision, revision);
+    }
+    return { revision };
+  }
+  const written = await revisions.write(
+    set,
+    changes.map((c) => ({ key: c.key, value: c.after === '' ? null : c.after })),
+    {
+      ...(input.expectedRevision !== undefined ? { expectedRevision: input.expectedRevision } : {}),
+      ...(input.subject !== undefined ? { subject: input.subject } : {}),
+      ...(input.requestId !== undefined ? { requestId: input.requestId } : {}),
+      ...(input.message !== undefined ? { message: input.message } : {}),
+    },
+  );
+  return { revision: written.revision };
 }
