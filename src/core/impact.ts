@@ -69,8 +69,29 @@ async function evaluate(schema: ConfigSchema, set: string, store: ResolvedStore,
     return { result: out.result, failures: [] };
   } catch (e) {
     if (!(e instanceof ValidationError)) throw e;
-    return { result: {}, failures: e.failures.map((f) => ({ key: f.key, rule: f.rule, message: f.message })) };
+    const failures = e.failures.map((f) => ({ key: f.key, rule: f.rule, message: f.message }));
+    // The values of a failing evaluation, to say which changed: the same schema without its rules.
+    let result: EvalResult = {};
+    try {
+      result = (await evaluatePipeline([{ store: store.name, set, schema: withoutRules(schema) }], { stores: resolverOf(store), ...(input.expressions ? { expressions: input.expressions } : {}) }, input.context ? { context: input.context } : {})).result;
+    } catch {
+      // Values that cannot be had even so (a failing const): every key counts as changed only if it has a value after.
+    }
+    return { result, failures };
   }
+}
+
+/** The rules a value must pass; without them an evaluation gives the values only. */
+const RULES = ['required', 'pattern', 'enum', 'schema', 'test'] as const;
+
+function withoutRules(schema: ConfigSchema): ConfigSchema {
+  const keys: Record<string, unknown> = {};
+  for (const [key, cfgu] of Object.entries(schema.keys)) {
+    const copy: Record<string, unknown> = { ...(cfgu ?? {}) };
+    for (const rule of RULES) delete copy[rule];
+    keys[key] = copy;
+  }
+  return { ...schema, keys } as ConfigSchema;
 }
 
 function compare(schema: string, set: string, before: Outcome, after: Outcome, keys: readonly string[]): ImpactEntry {

@@ -24,7 +24,7 @@ export { pipeWinner } from './eval-values.js';
 export { upsert, type UpsertInput, type UpsertChange, type UpsertResult } from './upsert.js';
 export { impactOf, overlayStore, DEFAULT_IMPACT_SETS, type ImpactInput, type ImpactReport, type ImpactSchema } from './impact.js';
 export { prepareSchema, validateSchema, stringifyValue, configureSchemaCache, schemaCacheStats, EnumRule, type PreparedSchema, type PreparedKey } from './schema.js';
-export { parseSet, keyProblem, normaliseName, type ParsedSet } from './names.js';
+export { parseSet, keyProblem, normaliseName, truncate, type ParsedSet } from './names.js';
 export { coerceValue, declaredTypeOf } from './coerce.js';
 export { labelsOf, viewOf } from './view.js';
 export { HIDDEN_MARK, MIN_RUN, SHORT_VALUE_MESSAGE, LARGE_VALUES_MESSAGE, Redactor, redactorFor, redactorForResult, secretKeys, hiddenNames, constReadsHidden, type RedactionEntry } from './redact.js';

@@ -25,6 +25,10 @@ export interface Grant {
   keys?: string[];
   /** May read `GET /metrics` (without the metrics key). */
   metrics?: boolean;
+  /** May also write (POST /upsert, POST /rollback) the keys it covers, in the stores and sets it covers. */
+  write?: boolean;
+  /** With `write`: may make a write that breaks a schema (`allowBreaking: true`). */
+  breaking?: boolean;
 }
 
 /** A grant compiled for matching. */
@@ -38,6 +42,8 @@ export interface CompiledGrant {
   labelNames: readonly string[] | undefined;
   keys: RegExp[] | undefined;
   metrics: boolean;
+  write: boolean;
+  breaking: boolean;
 }
 
 export type Principal =
@@ -103,11 +109,13 @@ export function compileGrant(g: Grant, keyLabels: KeyLabels = NO_KEY_LABELS): Co
     labelNames: g.labels ? [...g.labels] : undefined,
     keys: g.keys ? g.keys.map(compileKeyPattern) : g.labels ? [] : undefined,
     metrics: g.metrics === true,
+    write: g.write === true,
+    breaking: g.write === true && g.breaking === true,
   };
 }
 
 /** The subject a set path is matched as: "" for the root, "/a/b" for `a/b`. */
-function setSubject(set: unknown): string | undefined {
+export function setSubject(set: unknown): string | undefined {
   const parsed = parseSet(typeof set === 'string' ? set : '');
   if ('problem' in parsed) return undefined;
   return parsed.path === '' ? '' : `/${parsed.path}`;
