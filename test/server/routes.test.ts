@@ -535,7 +535,7 @@ describe('docs', () => {
     assert.equal(r.statusCode, 200);
     const doc = r.json();
     assert.equal(doc.openapi, '3.1.0');
-    assert.deepEqual(Object.keys(doc.paths).sort(), ['/explain', '/export', '/live', '/ready', '/schemas', '/schemas/{name}']);
+    assert.deepEqual(Object.keys(doc.paths).sort(), ['/explain', '/export', '/history', '/live', '/ready', '/rollback', '/schemas', '/schemas/{name}', '/upsert']);
     const op = doc.paths['/export'].post;
     const media = op.requestBody.content['application/json'];
     assert.ok(media.schema);
