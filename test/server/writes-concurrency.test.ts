@@ -96,3 +96,27 @@ test('two servers, one PostgreSQL table, 20 writers: every accepted write record
     assert.deepEqual(record.changes.map((c) => [c.key, c.after]), [['COUNTER', a.value]]);
   }
 });
+
+test('PostgreSQL: a dry run, a write, the history and a rollback with its preview', async (t) => {
+  if (!(await requireService(t, 'postgresql', probeTcp(PG.port)))) return;
+  const a = apps[0];
+  if (!a) return t.skip('the servers of the test before did not start');
+  const send = (url: string, body: unknown) => a.inject({ method: 'POST', url, headers: { 'content-type': 'application/json' }, payload: JSON.stringify(body) });
+  const schema = { keys: { HOST: {}, PORT: { required: true } } };
+  const answer = (dryRun: boolean, revision: number, changes: unknown[]) => ({ store: 'main', set: 'staging', dryRun, revision, changes, impact: [], impactTruncated: false });
+  let r = await send('/upsert', { set: 'staging', schema, values: { HOST: 'a.example', PORT: 80 }, dryRun: true });
+  assert.deepEqual([r.statusCode, r.json()], [200, answer(true, 0, [{ key: 'HOST', before: null, after: 'a.example' }, { key: 'PORT', before: null, after: '80' }])]);
+  r = await send('/upsert', { set: 'staging', schema, values: { HOST: 'a.example', PORT: 80 }, expectedRevision: 0, message: 'first' });
+  assert.deepEqual([r.statusCode, r.json()], [200, answer(false, 1, [{ key: 'HOST', before: null, after: 'a.example' }, { key: 'PORT', before: null, after: '80' }])]);
+  r = await send('/upsert', { set: 'staging', schema, values: { HOST: 'b.example', PORT: null }, expectedRevision: 1 });
+  assert.deepEqual([r.statusCode, r.json()], [200, answer(false, 2, [{ key: 'HOST', before: 'a.example', after: 'b.example' }, { key: 'PORT', before: '80', after: null }])]);
+  const history = await a.inject({ method: 'GET', url: '/history?set=staging' });
+  assert.deepEqual(history.json().records.map((x: { revision: number; message: string | null; subject: string }) => [x.revision, x.message, x.subject]), [[2, null, 'anonymous'], [1, 'first', 'anonymous']]);
+  const restored = [{ key: 'HOST', before: 'b.example', after: 'a.example' }, { key: 'PORT', before: null, after: '80' }];
+  r = await send('/rollback', { set: 'staging', schema, toRevision: 1, dryRun: true });
+  assert.deepEqual([r.statusCode, r.json()], [200, answer(true, 2, restored)]);
+  r = await send('/rollback', { set: 'staging', schema, toRevision: 1, expectedRevision: 2 });
+  assert.deepEqual([r.statusCode, r.json()], [200, answer(false, 3, restored)]);
+  const exported = await send('/export', [{ set: 'staging', schema }]);
+  assert.deepEqual(exported.json(), { HOST: 'a.example', PORT: 80 });
+});

@@ -259,6 +259,9 @@ describe('POST /upsert refuses, and a refused write changes nothing and records 
       store: 'ro',
     });
     assert.equal(readFileSync(join(dir, 'ro.json'), 'utf8'), before);
+    // Its audit line: refused, no value.
+    const line = audit[audit.length - 1]!;
+    assert.deepEqual([line.status, line.write], [403, { route: 'upsert', store: 'ro', set: '', keys: 1, dryRun: false, outcome: 'refused' }]);
   });
 
   test('413: more keys than limits.keys', async () => {
