@@ -154,3 +154,18 @@ describe('audit and rate limits', () => {
     for (const name of ['CONFIGU_AUTH_JWT_JWKS_URL', 'CONFIGU_AUDIT_FILE', 'CONFIGU_RATE_LIMIT_REDIS_URL']) assert.ok(SETTINGS_ENV_VARS.includes(name), name);
   });
 });
+
+describe('write grants', () => {
+  test('write and breaking load on credentials and JWT grants; breaking needs write; both must be booleans', () => {
+    const cred = { name: 'ci', sha256: SHA, stores: ['main'], sets: ['prod/**'] };
+    const s = resolveSettings({
+      fileSettings: { auth: { enabled: true, credentials: [{ ...cred, write: true, breaking: true }, { ...cred, name: 'ro', sha256: 'b'.repeat(64), write: false }], jwt: { ...jwt, grants: [{ claim: 'scope', value: 'cfgu:write', stores: ['main'], sets: ['**'], write: true }] } } },
+      file: FILE,
+      env: {},
+    });
+    assert.deepEqual(s.auth.credentials, [{ ...cred, write: true, breaking: true }, { ...cred, name: 'ro', sha256: 'b'.repeat(64) }]);
+    assert.deepEqual(s.auth.jwt!.grants, [{ claim: 'scope', value: 'cfgu:write', stores: ['main'], sets: ['**'], write: true }]);
+    fails({ auth: { credentials: [{ ...cred, breaking: true }] } }, 'interface.proxy.auth.credentials[0].breaking', 'interface.proxy.auth.credentials[0].breaking: needs write: true in the same grant');
+    fails({ auth: { credentials: [{ ...cred, write: 'yes please' }] } }, 'interface.proxy.auth.credentials[0].write', 'interface.proxy.auth.credentials[0].write: must be true or false, got "yes please"');
+  });
+});

@@ -17,6 +17,7 @@ import { createStoreRegistry, type StoreRegistry } from '../../src/stores/index.
 import { loadConfiguration } from '../../src/config/index.js';
 import { createSandboxEvaluator } from '../../src/expressions/index.js';
 import type { ExpressionEvaluator } from '../../src/core/index.js';
+import { SignJWT, exportJWK, generateKeyPair, type CryptoKey } from 'jose';
 import { removeTempDirs, tempDir, writeJson } from './helpers.js';
 
 const sha256 = (t: string) => createHash('sha256').update(t, 'utf8').digest('hex');
@@ -51,6 +52,7 @@ let registry: StoreRegistry;
 let evaluator: ExpressionEvaluator;
 let loaded: Loaded;
 let a: FastifyInstance;
+let jwtKey: CryptoKey;
 const audit: Array<Record<string, unknown>> = [];
 
 function configu(): string {
@@ -71,6 +73,12 @@ function configu(): string {
             { name: 'log-writer', sha256: sha256(LOGGER), stores: ['main'], sets: ['prod/**'], keys: ['LOG_LEVEL'], write: true },
             { name: 'breaker', sha256: sha256(BREAKER), stores: ['*'], sets: ['**'], write: true, breaking: true },
           ],
+          jwt: {
+            jwksFile: 'jwks.json',
+            issuer: 'https://idp.test.example',
+            audience: 'cfgu',
+            grants: [{ claim: 'scope', value: 'cfgu:levels', stores: ['main'], sets: ['prod/**'], keys: ['LOG_LEVEL'], write: true }],
+          },
         },
       },
     },
@@ -111,6 +119,9 @@ before(async () => {
   writeJson(join(dir, 'data.json'), DATA);
   writeJson(join(dir, 'ro.json'), DATA);
   writeJson(join(dir, 'app.cfgu.json'), APP);
+  const { privateKey, publicKey } = await generateKeyPair('ES256', { extractable: true });
+  jwtKey = privateKey;
+  writeJson(join(dir, 'jwks.json'), { keys: [{ ...(await exportJWK(publicKey)), kid: 'k1', alg: 'ES256', use: 'sig' }] });
   const file = configu();
   registry = createStoreRegistry(await loadConfiguration({ file }), { logger: { warn: () => undefined } });
   await registry.init();
@@ -493,4 +504,22 @@ describe('writes, history and rollback', () => {
     const fixed = await upsert({ values: { API_URL: 'https://api.example.com' } });
     assert.deepEqual(fixed.json().impact.map((i: { status: string }) => i.status), ['fixes', 'fixes', 'fixes']);
   });
+});
+
+test('a JWT grant with write: true writes the keys it covers, and nothing else', async () => {
+  const token = await new SignJWT({ sub: 'svc-levels', scope: 'cfgu:levels' })
+    .setProtectedHeader({ alg: 'ES256', kid: 'k1' })
+    .setIssuer('https://idp.test.example')
+    .setAudience('cfgu')
+    .setIssuedAt()
+    .setExpirationTime('5m')
+    .sign(jwtKey);
+  await changesNothing(async () => {
+    exactly(await upsert({ set: 'prod/eu', values: { PORT: 1, LOG_LEVEL: 'error' } }, token), 403, forbiddenWrite('prod/eu', ['PORT']));
+  });
+  const r = await upsert({ set: 'prod/eu', values: { LOG_LEVEL: 'error' }, message: 'quieter' }, token);
+  assert.equal(r.statusCode, 200, r.body);
+  assert.deepEqual(r.json().changes, [{ key: 'LOG_LEVEL', before: 'debug', after: 'error' }]);
+  const [record] = (await history('store=main&set=prod/eu&limit=1', token)).json().records;
+  assert.deepEqual([record.subject, record.message, record.changes], ['svc-levels', 'quieter', [{ key: 'LOG_LEVEL', before: 'debug', after: 'error' }]]);
 });
