@@ -310,6 +310,7 @@ describe('writes, history and rollback', () => {
   test('a write: the changes (a hidden value shown to full access), the new revision; the data has it', async () => {
     const r = await upsert({ set: 'prod', values: { PORT: 9000, SECRET: 'x' }, message: 'more ports', expectedRevision: 0 });
     requestId = String(r.headers['x-request-id']);
+    assert.equal(r.headers['cache-control'], 'no-store');
     // Revision 1 records the values the set held before cfgu kept its history; the write is revision 2.
     exactly(r, 200, {
       store: 'main',
@@ -376,6 +377,7 @@ describe('writes, history and rollback', () => {
     const first = await history('store=main&set=prod&limit=2');
     assert.equal(first.statusCode, 200, first.body);
     const page = first.json();
+    assert.equal(first.headers['cache-control'], 'no-store');
     assert.deepEqual(page.records.map((r: { revision: number }) => r.revision), [3, 2]);
     assert.equal(page.next, 2);
     assert.deepEqual(page.records[1], {

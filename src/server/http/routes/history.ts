@@ -14,7 +14,8 @@ export const historyRoute: FastifyPluginAsync<WriteRouteOptions> = async (app, {
     schema: { ...historyRouteSchema, security },
     config: { audit: true, ...rateLimitRouteConfig(settings.rateLimit) },
     attachValidation: true,
-    handler: async (request) => {
+    handler: async (request, reply) => {
+      reply.header('cache-control', 'no-store');
       const raw = (request.query ?? {}) as Record<string, string | undefined>;
       const query: HistoryRequest = { ...raw, before: raw.before === undefined ? undefined : Number(raw.before), limit: raw.limit === undefined ? undefined : Number(raw.limit) } as HistoryRequest;
       const line = auditWrite(request, defaultStore, { route: 'history', store: query.store, set: query.set, keys: query.key === undefined ? 0 : 1, dryRun: false });

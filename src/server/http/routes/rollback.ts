@@ -14,7 +14,8 @@ export const rollbackRoute: FastifyPluginAsync<WriteRouteOptions> = async (app, 
     schema: { ...rollbackRouteSchema, security },
     config: { audit: true, ...rateLimitRouteConfig(settings.rateLimit) },
     attachValidation: true,
-    handler: async (request) => {
+    handler: async (request, reply) => {
+      reply.header('cache-control', 'no-store');
       const body = (request.body ?? {}) as RollbackRequest;
       const keys = Array.isArray(body.keys) ? body.keys.length : 0;
       const line = auditWrite(request, defaultStore, { route: 'rollback', store: body.store, set: body.set, keys, dryRun: body.dryRun });

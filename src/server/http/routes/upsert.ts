@@ -14,7 +14,8 @@ export const upsertRoute: FastifyPluginAsync<WriteRouteOptions> = async (app, { 
     schema: { ...upsertRouteSchema, security },
     config: { audit: true, ...rateLimitRouteConfig(settings.rateLimit) },
     attachValidation: true,
-    handler: async (request) => {
+    handler: async (request, reply) => {
+      reply.header('cache-control', 'no-store');
       const body = (request.body ?? {}) as WriteRequest;
       const line = auditWrite(request, defaultStore, { route: 'upsert', store: body.store, set: body.set, keys: keyCount(body.values), dryRun: body.dryRun });
       refuseInvalid(request, 'the request body is not a valid write');
