@@ -49,17 +49,26 @@ export interface LocalWrite {
 /** Validate and write (or preview) values; the answer as the server's POST /upsert gives it. */
 export async function localWrite(session: Session, configuration: LoadedConfiguration, w: LocalWrite): Promise<WriteAnswer> {
   if (schemaNeedsSandbox(w.schema)) session.evaluator.warm();
-  const { store, underlying } = await openWritable(session, configuration, w.store);
-  const writeOptions = { subject: localSubject(session.io.env), expectedRevision: w.expectedRevision, message: w.message };
+  const { store } = await openWritable(session, configuration, w.store);
   const { changes, revision } = await session.progress(`${w.dryRun ? 'checking' : 'writing to'} store "${store.name}"`, () =>
-    upsert({ store, set: w.set, schema: w.schema, values: w.values, expressions: session.evaluator, revisioned: underlying, writeOptions, dryRun: w.dryRun }),
+    upsert({
+      store,
+      set: w.set,
+      schema: w.schema,
+      values: w.values,
+      expressions: session.evaluator,
+      subject: localSubject(session.io.env),
+      ...(w.expectedRevision !== undefined ? { expectedRevision: w.expectedRevision } : {}),
+      ...(w.message !== undefined ? { message: w.message } : {}),
+      dryRun: w.dryRun,
+    }),
   );
   const answer: WriteAnswer = { store: store.name, set: w.set, dryRun: w.dryRun, revision, changes: maskChanges(changes, hiddenKeys(w.schema)) };
   if (w.dryRun) {
     const schemas = Object.keys(configuration.schemas ?? {}).map((name) => ({ name, schema: loadSchemas([name], session.io.cwd, configuration).schema }));
     if (schemas.some((s) => schemaNeedsSandbox(s.schema))) session.evaluator.warm();
     const { impact, truncated } = await session.progress('evaluating the impact', () =>
-      impactOf({ store, list: (prefix, options) => underlying.list(prefix, options), set: w.set, changes, schemas, expressions: session.evaluator }),
+      impactOf({ store, set: w.set, changes, schemas, expressions: session.evaluator, maxSets: 100 }),
     );
     answer.impact = impact;
     answer.impactTruncated = truncated;

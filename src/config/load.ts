@@ -28,7 +28,7 @@ export interface LoadConfigurationOptions {
 }
 
 const TOP_LEVEL = ['$schema', 'stores', 'backup', 'schemas', 'scripts', 'register', 'interface'] as const;
-const STORE_PROPS = ['type', 'configuration', 'default', 'backup'] as const;
+const STORE_PROPS = ['type', 'configuration', 'default', 'backup', 'readOnly'] as const;
 
 /** The JSON shape of a `.configu` file (this project's own schema: the tests check it against the meta-schema). */
 export const SCHEMA = {
@@ -45,6 +45,7 @@ export const SCHEMA = {
           configuration: { type: 'object' },
           default: { type: 'boolean' },
           backup: { type: 'boolean' },
+          readOnly: { type: 'boolean' },
         },
         required: ['type'],
         additionalProperties: false,
@@ -201,7 +202,7 @@ function storeDefinitions(
   fail: (message: string, property?: string) => never,
 ): StoreDefinition[] {
   const stores: StoreDefinition[] = [];
-  const declared = (root.stores ?? {}) as Record<string, { type: string; configuration?: Record<string, unknown>; default?: boolean; backup?: boolean }>;
+  const declared = (root.stores ?? {}) as Record<string, { type: string; configuration?: Record<string, unknown>; default?: boolean; backup?: boolean; readOnly?: boolean }>;
   for (const [name, def] of Object.entries(declared)) {
     const property = propertyPath(`/stores/${name.replace(/~/g, '~0').replace(/\//g, '~1')}/type`);
     const type = normaliseStoreType(def.type);
@@ -218,7 +219,8 @@ function storeDefinitions(
     // request error, and the stores are later built from the parsed settings.
     const base = propertyPath(`/stores/${name.replace(/~/g, '~0').replace(/\//g, '~1')}/configuration`);
     try {
-      stores.push(defineStore({ name, type, configuration, default: def.default === true, backup: def.backup === true }, base));
+      const readOnly = def.readOnly === true ? { readOnly: true } : {};
+      stores.push(defineStore({ name, type, configuration, default: def.default === true, backup: def.backup === true, ...readOnly }, base));
     } catch (e) {
       if (e instanceof ConfigurationError) return fail(e.message, e.property);
       throw e;

@@ -16,6 +16,7 @@ import {
   isCfguError,
   LimitError,
   RateLimitedError,
+  ReadOnlyStoreError,
   RevisionConflictError,
   SandboxBusyError,
   SandboxUnavailableError,
@@ -24,8 +25,11 @@ import {
   UnknownSchemaError,
   UnknownStoreError,
   ValidationError,
+  WriteBreaksError,
+  WriteForbiddenError,
   type ErrorCode,
   type EvalFailure,
+  type ImpactEntry,
   type InputIssue,
   type RefusedCommand,
 } from './errors.js';
@@ -58,6 +62,8 @@ export const PROBLEM_TYPES = {
   forbidden: 'urn:cfgu:problem:forbidden',
   rateLimited: 'urn:cfgu:problem:rate-limited',
   revisionConflict: 'urn:cfgu:problem:revision-conflict',
+  writeBreaks: 'urn:cfgu:problem:write-breaks',
+  readOnlyStore: 'urn:cfgu:problem:read-only-store',
   blank: 'about:blank',
 } as const;
 
@@ -89,6 +95,12 @@ export interface Problem {
   set?: string;
   expectedRevision?: number;
   currentRevision?: number;
+  /** 422 write breaks: what the write does to each named schema at each set. */
+  impact?: ImpactEntry[];
+  /** 403 write forbidden: the right missing (`write`, `break`). */
+  right?: string;
+  /** 403 write forbidden: the keys the credential may not write. */
+  keys?: string[];
 }
 
 /** The members of a problem body beyond `type`, `title`, `status` and `detail`. */
@@ -253,6 +265,18 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode, Readonly<CatalogueEntry
       members: (e) => ({ store: e.store, set: e.set, expectedRevision: e.expected, currentRevision: e.current }),
     },
     exit: EXIT_FAILED,
+  }),
+  [ErrorCodes.WRITE_BREAKS]: row(WriteBreaksError, 'WriteBreaksError', {
+    http: { status: 422, type: T.writeBreaks, title: 'Write Breaks a Schema', members: (e) => ({ impact: e.impact }) },
+    exit: EXIT_FAILED,
+  }),
+  [ErrorCodes.READ_ONLY_STORE]: row(ReadOnlyStoreError, 'ReadOnlyStoreError', {
+    http: { status: 403, type: T.readOnlyStore, title: 'Read-Only Store', members: (e) => ({ store: e.store }) },
+    exit: EXIT_USAGE,
+  }),
+  [ErrorCodes.WRITE_FORBIDDEN]: row(WriteForbiddenError, 'WriteForbiddenError', {
+    http: { status: 403, type: T.forbidden, title: 'Forbidden', members: (e) => ({ store: e.store, set: e.set, right: e.right, keys: e.keys }) },
+    exit: EXIT_USAGE,
   }),
   [ErrorCodes.INVALID_CONFIGURATION]: row(ConfigurationError, 'ConfigurationError', {
     exit: EXIT_USAGE,

@@ -72,6 +72,12 @@ export const ErrorCodes = {
   FORBIDDEN_PROPERTY: 'CFGU_FORBIDDEN_PROPERTY',
   /** A write named a revision of a set that is no longer its current one: nothing was written. */
   REVISION_CONFLICT: 'CFGU_REVISION_CONFLICT',
+  /** A write would make a schema fail at a set where it passed before (`impact` says where); nothing was written. */
+  WRITE_BREAKS: 'CFGU_WRITE_BREAKS',
+  /** A write to a store `.configu` declares `readOnly: true`; nothing was written. */
+  READ_ONLY_STORE: 'CFGU_READ_ONLY_STORE',
+  /** A valid credential without the right to write (or to break) the keys of a write; nothing was written. */
+  WRITE_FORBIDDEN: 'CFGU_WRITE_FORBIDDEN',
 } as const;
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
@@ -281,6 +287,61 @@ export class RevisionConflictError extends CfguError {
     this.set = set;
     this.expected = expected;
     this.current = current;
+  }
+}
+
+/** What a write does to one named schema at one set (core/impact.ts). */
+export interface ImpactEntry {
+  schema: string;
+  set: string;
+  /** `breaks`: it passed before and fails after; `fixes`: the reverse; `changes`: some evaluated value differs. */
+  status: 'unchanged' | 'changes' | 'breaks' | 'fixes';
+  /** The keys whose evaluated value differs (names only). */
+  changed: string[];
+  /** The failures after the write (none for `unchanged`, `changes` and `fixes` of a passing schema). */
+  failures: Array<{ key: string; rule: FailureRule; message: string }>;
+}
+
+/** The write makes some schema fail at some set where it passed; nothing was written. */
+export class WriteBreaksError extends CfguError {
+  readonly impact: ImpactEntry[];
+  constructor(impact: ImpactEntry[]) {
+    const broken = impact.filter((i) => i.status === 'breaks');
+    const list = broken.map((i) => `schema "${i.schema}" at set "${i.set}"`).join(', ');
+    super(ErrorCodes.WRITE_BREAKS, `the write would make ${list} fail, which passed before; nothing was written (allowBreaking needs the right to break)`);
+    this.name = 'WriteBreaksError';
+    this.impact = impact;
+  }
+}
+
+/** A write to a store declared `readOnly: true`. */
+export class ReadOnlyStoreError extends CfguError {
+  readonly store: string;
+  constructor(store: string) {
+    super(ErrorCodes.READ_ONLY_STORE, `store "${store}" is read-only (.configu declares it readOnly: true); nothing was written`);
+    this.name = 'ReadOnlyStoreError';
+    this.store = store;
+  }
+}
+
+/** What a credential may not do in a write: `write` these keys, or `break` schemas (allowBreaking). */
+export class WriteForbiddenError extends CfguError {
+  readonly store: string;
+  readonly set: string;
+  readonly right: 'write' | 'break';
+  readonly keys: string[];
+  constructor(store: string, set: string, right: 'write' | 'break', keys: string[]) {
+    super(
+      ErrorCodes.WRITE_FORBIDDEN,
+      right === 'write'
+        ? `this credential may not write ${keys.length === 1 ? 'key' : 'keys'} ${keys.map((k) => `"${k}"`).join(', ')} of set "${set}" in store "${store}"; nothing was written`
+        : `this credential may not make a breaking write (allowBreaking) to set "${set}" of store "${store}"; nothing was written`,
+    );
+    this.name = 'WriteForbiddenError';
+    this.store = store;
+    this.set = set;
+    this.right = right;
+    this.keys = keys;
   }
 }
 

@@ -1,125 +1,131 @@
 /**
- * The impact of a write before it is made: for each named schema that declares a changed key, and each set at or under
- * the written one that the store holds, the schema is evaluated against the store as it is and as it would be after
- * the write (the pending changes laid over the written set), and the two outcomes compared. Pure over the ports.
+ * The impact of a write: for every named schema that declares a key the write changes, and every set at or under the
+ * written one that the store holds (bounded), the schema is evaluated as the store is and as it would be after the
+ * write (a view of the store with the pending changes laid over it), and the two outcomes are compared. Pure over the
+ * ports: it reads the store, writes nothing.
  */
-import { ValidationError } from './errors.js';
+import { ValidationError, type ImpactEntry } from './errors.js';
 import { evaluatePipeline } from './eval.js';
-import { parseSet } from './names.js';
-import type { Config, ConfigQuery, ExpressionEvaluator, ResolvedStore, SetListOptions, StoreResolver } from './ports.js';
+import type { Config, ConfigQuery, ExpressionEvaluator, ResolvedStore, RunContext, StoreResolver } from './ports.js';
+import { prepareSchema } from './schema.js';
 import type { ConfigSchema, EvalResult } from './types.js';
 
-/** How a write changes one (schema, set): nothing, values, from passing to failing, or from failing to passing. */
-export type ImpactStatus = 'unchanged' | 'changes' | 'breaks' | 'fixes';
-
-export interface ImpactFailure {
-  key: string;
-  rule: string;
-  message: string;
-}
-
-export interface ImpactEntry {
-  schema: string;
-  set: string;
-  status: ImpactStatus;
-  /** The keys of the schema whose evaluated value differs after the write. */
-  changed: string[];
-  /** The failures after the write (before it, for `fixes`: none after). Messages as the engine redacts them. */
-  failures: ImpactFailure[];
+export interface ImpactSchema {
+  name: string;
+  schema: ConfigSchema;
 }
 
 export interface ImpactInput {
-  /** The written store (reads go through it; its `list` gives the sets under the written one). */
   store: ResolvedStore;
-  list(prefix: string, options?: SetListOptions): Promise<{ sets: Array<{ set: string }>; truncated: boolean }>;
-  /** The written set (any form parseSet takes). */
+  /** The written set (normal form). */
   set: string;
-  /** Pending values at the written set; "" deletes. */
+  /** The pending changes: key -> new value ("" removes it). */
   changes: ReadonlyArray<{ key: string; after: string }>;
-  /** Named schemas (name -> schema); only those declaring a changed key are evaluated. */
-  schemas: ReadonlyArray<{ name: string; schema: ConfigSchema }>;
+  schemas: readonly ImpactSchema[];
   expressions?: ExpressionEvaluator;
-  /** At most this many sets are evaluated (default 100). */
+  context?: RunContext;
+  /** At most this many sets are looked at (the written one first, then those under it in path order). */
   maxSets?: number;
 }
 
-export interface Impact {
+export interface ImpactReport {
   impact: ImpactEntry[];
-  /** True when the store holds more sets under the written one than were evaluated. */
+  /** The store holds more sets under the written one than were looked at. */
   truncated: boolean;
 }
 
-/** The store seen with the pending changes applied to one set. */
-function overlay(store: ResolvedStore, set: string, changes: ImpactInput['changes']): ResolvedStore {
+export const DEFAULT_IMPACT_SETS = 50;
+
+/** A view of `store` whose reads answer as if `changes` were written at `set`. */
+export function overlayStore(store: ResolvedStore, set: string, changes: ReadonlyArray<{ key: string; after: string }>): ResolvedStore {
   const pending = new Map(changes.map((c) => [c.key, c.after]));
   return {
     name: store.name,
     type: store.type,
     async read(queries: readonly ConfigQuery[]) {
-      const answer = await store.read(queries);
-      const configs: Config[] = answer.configs.filter((c) => c.set !== set || !pending.has(c.key));
+      const { configs, fromBackup } = await store.read(queries);
+      const kept: Config[] = configs.filter((c) => !(c.set === set && pending.has(c.key)));
       for (const q of queries) {
-        const value = q.set === set ? pending.get(q.key) : undefined;
-        if (value) configs.push({ set, key: q.key, value });
+        const after = q.set === set ? pending.get(q.key) : undefined;
+        if (after) kept.push({ set, key: q.key, value: after });
       }
-      return { configs, fromBackup: answer.fromBackup };
+      return { configs: kept, fromBackup };
     },
-    write: () => Promise.reject(new Error('the impact of a write is evaluated read-only')),
+    write: () => Promise.reject(new Error('an impact view is read-only')),
   };
 }
 
 const resolverOf = (store: ResolvedStore): StoreResolver => ({ resolve: () => store, names: () => [store.name] });
 
-type Outcome = { ok: true; result: EvalResult } | { ok: false; failures: ImpactFailure[] };
+type Outcome = { result: EvalResult; failures: ImpactEntry['failures'] };
 
-async function evaluate(store: ResolvedStore, set: string, schema: ConfigSchema, expressions: ExpressionEvaluator | undefined): Promise<Outcome> {
+async function evaluate(schema: ConfigSchema, set: string, store: ResolvedStore, input: ImpactInput): Promise<Outcome> {
   try {
-    const { result } = await evaluatePipeline([{ store: store.name, set, schema }], { stores: resolverOf(store), expressions });
-    return { ok: true, result };
+    const out = await evaluatePipeline(
+      [{ store: store.name, set, schema }],
+      { stores: resolverOf(store), ...(input.expressions ? { expressions: input.expressions } : {}) },
+      input.context ? { context: input.context } : {},
+    );
+    return { result: out.result, failures: [] };
   } catch (e) {
     if (!(e instanceof ValidationError)) throw e;
-    return { ok: false, failures: e.failures.map((f) => ({ key: f.key, rule: f.rule, message: f.message })) };
+    const failures = e.failures.map((f) => ({ key: f.key, rule: f.rule, message: f.message }));
+    // The values of a failing evaluation, to say which changed: the same schema without its rules.
+    let result: EvalResult = {};
+    try {
+      result = (await evaluatePipeline([{ store: store.name, set, schema: withoutRules(schema) }], { stores: resolverOf(store), ...(input.expressions ? { expressions: input.expressions } : {}) }, input.context ? { context: input.context } : {})).result;
+    } catch {
+      // Values that cannot be had even so (a failing const): every key counts as changed only if it has a value after.
+    }
+    return { result, failures };
   }
 }
 
-const sameFailures = (a: ImpactFailure[], b: ImpactFailure[]) => JSON.stringify(a) === JSON.stringify(b);
+/** The rules a value must pass; without them an evaluation gives the values only. */
+const RULES = ['required', 'pattern', 'enum', 'schema', 'test'] as const;
 
-/** Compare one (schema, set) before and after. */
-function judge(schema: ConfigSchema, before: Outcome, after: Outcome): Pick<ImpactEntry, 'status' | 'changed' | 'failures'> {
-  if (before.ok && after.ok) {
-    const changed = Object.keys(schema.keys).filter((k) => before.result[k]?.value !== after.result[k]?.value);
-    return { status: changed.length ? 'changes' : 'unchanged', changed, failures: [] };
+function withoutRules(schema: ConfigSchema): ConfigSchema {
+  const keys: Record<string, unknown> = {};
+  for (const [key, cfgu] of Object.entries(schema.keys)) {
+    const copy: Record<string, unknown> = { ...(cfgu ?? {}) };
+    for (const rule of RULES) delete copy[rule];
+    keys[key] = copy;
   }
-  if (before.ok && !after.ok) return { status: 'breaks', changed: [], failures: after.failures };
-  if (!before.ok && after.ok) return { status: 'fixes', changed: [], failures: before.failures };
-  const b = before as { failures: ImpactFailure[] };
-  const a = after as { failures: ImpactFailure[] };
-  return { status: sameFailures(b.failures, a.failures) ? 'unchanged' : 'changes', changed: [], failures: a.failures };
+  return { ...schema, keys } as ConfigSchema;
 }
 
-/**
- * The impact of writing `changes` at `set`: one entry per (named schema declaring a changed key, set at or under the
- * written one), ordered by schema name then set path. The written set is always evaluated (it may hold nothing yet).
- */
-export async function impactOf(input: ImpactInput): Promise<Impact> {
-  const parsed = parseSet(input.set);
-  const written = 'path' in parsed ? parsed.path : input.set;
-  const changedKeys = new Set(input.changes.map((c) => c.key));
-  const schemas = input.schemas
-    .filter((s) => Object.keys(s.schema.keys).some((k) => changedKeys.has(k)))
-    .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
-  if (!schemas.length) return { impact: [], truncated: false };
-  const maxSets = input.maxSets ?? 100;
-  const listing = await input.list(written, { sets: maxSets });
-  const sets = [...new Set([written, ...listing.sets.map((s) => s.set)])].sort();
-  const truncated = listing.truncated || sets.length > maxSets;
-  const after = overlay(input.store, written, input.changes);
+function compare(schema: string, set: string, before: Outcome, after: Outcome, keys: readonly string[]): ImpactEntry {
+  const changed = keys.filter((k) => (before.result[k]?.value ?? '') !== (after.result[k]?.value ?? ''));
+  const failed = (o: Outcome) => o.failures.length > 0;
+  let status: ImpactEntry['status'];
+  if (!failed(before) && failed(after)) status = 'breaks';
+  else if (failed(before) && !failed(after)) status = 'fixes';
+  else if (changed.length || JSON.stringify(before.failures) !== JSON.stringify(after.failures)) status = 'changes';
+  else status = 'unchanged';
+  return { schema, set, status, changed, failures: after.failures };
+}
+
+/** What the write does to each named schema declaring a changed key, at each set at or under the written one. */
+export async function impactOf(input: ImpactInput): Promise<ImpactReport> {
+  const changedKeys = input.changes.map((c) => c.key);
+  const affected = input.schemas.filter((s) => changedKeys.some((k) => prepareSchema(s.schema).byName.has(k)));
+  if (!affected.length || !changedKeys.length) return { impact: [], truncated: false };
+  const maxSets = input.maxSets ?? DEFAULT_IMPACT_SETS;
+  const sets = [input.set];
+  let truncated = false;
+  if (input.store.revisions) {
+    const listing = await input.store.revisions.list(input.set, { sets: maxSets + 1 });
+    for (const s of listing.sets) if (s.set !== input.set) sets.push(s.set);
+    truncated = listing.truncated || sets.length > maxSets;
+    sets.length = Math.min(sets.length, maxSets);
+  }
+  const after = overlayStore(input.store, input.set, input.changes);
   const impact: ImpactEntry[] = [];
-  for (const { name, schema } of schemas) {
-    for (const set of sets.slice(0, maxSets)) {
-      const was = await evaluate(input.store, set, schema, input.expressions);
-      const will = await evaluate(after, set, schema, input.expressions);
-      impact.push({ schema: name, set, ...judge(schema, was, will) });
+  for (const named of affected) {
+    const keys = prepareSchema(named.schema).keys.map((k) => k.key);
+    for (const set of sets) {
+      const [b, a] = await Promise.all([evaluate(named.schema, set, input.store, input), evaluate(named.schema, set, after, input)]);
+      impact.push(compare(named.name, set, b, a, keys));
     }
   }
   return { impact, truncated };

@@ -34,8 +34,9 @@ export {
 export { evaluatePipeline, DEFAULT_ENGINE_LIMITS, type EngineDeps, type EngineLimits, type PipelineOptions } from './eval.js';
 export { pipeWinner } from './eval-values.js';
 export { upsert, type UpsertInput, type UpsertChange, type UpsertResult } from './upsert.js';
+export { impactOf, overlayStore, DEFAULT_IMPACT_SETS, type ImpactInput, type ImpactReport, type ImpactSchema } from './impact.js';
 export { prepareSchema, validateSchema, stringifyValue, configureSchemaCache, schemaCacheStats, EnumRule, type PreparedSchema, type PreparedKey } from './schema.js';
-export { parseSet, keyProblem, normaliseName, type ParsedSet } from './names.js';
+export { parseSet, keyProblem, normaliseName, truncate, type ParsedSet } from './names.js';
 export { coerceValue, declaredTypeOf } from './coerce.js';
 export { labelsOf, viewOf } from './view.js';
 export { HIDDEN_MARK, MIN_RUN, SHORT_VALUE_MESSAGE, LARGE_VALUES_MESSAGE, Redactor, redactorFor, redactorForResult, secretKeys, hiddenNames, constReadsHidden, type RedactionEntry } from './redact.js';
@@ -45,5 +46,4 @@ export * from './error-catalogue.js';
 export type * from './types.js';
 export * from './ports.js';
 export { setsRead, noticeConcerns, Debouncer } from './watch.js';
-export { impactOf, type Impact, type ImpactEntry, type ImpactFailure, type ImpactInput, type ImpactStatus } from './impact.js';
 export { planRollback, type RollbackPlan } from './rollback.js';

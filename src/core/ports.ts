@@ -239,6 +239,21 @@ export interface ResolvedStore {
   list?(prefix: string, options?: SetListOptions): Promise<SetListing>;
   /** The store's change feed (ConfigStore.watch), when its kind has one. */
   watch?(listener: ChangeListener): ChangeFeed;
+  /** `.configu` declares the store `readOnly: true`: cfgu refuses every write to it (ReadOnlyStoreError). */
+  readonly readOnly?: boolean;
+  /** The store's revisions, history and listing, when its kind keeps them (every kind in src/stores does). */
+  readonly revisions?: StoreRevisions;
+}
+
+/**
+ * What a ResolvedStore offers of a RevisionedStore's revisions and history, and of its listing: a write through it is
+ * also recorded in the backup database (when the store has one), as ResolvedStore.write is.
+ */
+export interface StoreRevisions {
+  revision(set: string): Promise<SetRevision>;
+  write(set: string, changes: readonly ConfigChange[], options?: WriteOptions): Promise<WriteResult>;
+  history(query: HistoryQuery): Promise<HistoryPage>;
+  list(prefix: string, options?: SetListOptions): Promise<SetListing>;
 }
 
 export interface StoreResolver {

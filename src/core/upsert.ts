@@ -1,11 +1,11 @@
 /**
  * Validated writes into one set of a store (`cfgu upsert`): every failure collected, only changed values written.
  */
-import { ErrorCodes, InputError, RevisionConflictError, ValidationError, type EvalFailure } from './errors.js';
+import { ErrorCodes, InputError, ReadOnlyStoreError, RevisionConflictError, ValidationError, type EvalFailure } from './errors.js';
 import { parseSet, keyProblem, setOwn, truncate } from './names.js';
 import { prepareSchema, stringifyValue } from './schema.js';
 import { runInSlices } from './slices.js';
-import type { Config, ConfigQuery, ExpressionEvaluator, ResolvedStore, RevisionedStore, WriteOptions } from './ports.js';
+import type { Config, ConfigQuery, ExpressionEvaluator, ResolvedStore } from './ports.js';
 import { resolveLimits, type CheckedCommand } from './eval.js';
 import { computeAndValidate, sortFailures } from './eval-checks.js';
 import { evaluateValues } from './eval-values.js';
@@ -18,22 +18,28 @@ export interface UpsertInput {
   /** Key -> new value; `""`, `null` and `undefined` delete the stored value. Non-strings are JSON-stringified. */
   values: Record<string, unknown>;
   expressions?: ExpressionEvaluator;
-  /**
-   * The store behind `store` when it keeps revisions (ConfigStore under the ResolvedStore): the write then goes through
-   * its `write()` with `writeOptions`, so that it is recorded in the set's history and checked against
-   * `writeOptions.expectedRevision`. Without it the values are written with `store.write` (no history).
-   */
-  revisioned?: RevisionedStore;
-  writeOptions?: WriteOptions;
-  /** Validate and compute the changes, write nothing (a preview). */
+  /** Refuse the write (RevisionConflictError) unless the set is at this revision (a store that keeps revisions). */
+  expectedRevision?: number;
+  /** Recorded with the revision: who writes, the request's id, why. */
+  subject?: string;
+  requestId?: string;
+  message?: string;
+  /** Validate and compute the changes, write nothing (the revision is still checked against `expectedRevision`). */
   dryRun?: boolean;
+  /**
+   * Called with the changes once they are validated, before anything is written (the server's impact check); a throw
+   * refuses the write.
+   */
+  beforeWrite?: (changes: readonly UpsertChange[], set: string) => Promise<void>;
 }
 
 export interface UpsertResult {
   changes: UpsertChange[];
+  /** The set path written, in normal form. */
+  set: string;
   /**
-   * With `revisioned`: the set's revision after the write, or its current one when nothing was written (a dry run,
-   * no change). Absent without `revisioned`.
+   * The set's revision after the write (the current one on a dry run or when nothing changed); undefined for a store
+   * that keeps no revisions.
    */
   revision?: number;
 }
@@ -50,6 +56,7 @@ export interface UpsertChange {
  * written; an empty value deletes. Returns what changed.
  */
 export async function upsert(input: UpsertInput): Promise<UpsertResult> {
+  if (input.store.readOnly) throw new ReadOnlyStoreError(input.store.name);
   const schema = prepareSchema(input.schema, '/schema');
   const set = parseSet(input.set ?? '');
   if ('problem' in set) throw new InputError(ErrorCodes.INVALID_SET, set.problem, [{ path: '/set', message: set.problem }]);
@@ -102,21 +109,36 @@ export async function upsert(input: UpsertInput): Promise<UpsertResult> {
     const was = before.get(key) ?? '';
     if (was !== assigned[key]) changes.push({ key, before: was, after: assigned[key]! });
   }
-  const revisioned = input.revisioned;
-  if (!revisioned) {
-    if (changes.length && !input.dryRun) await input.store.write(changes.map((c) => ({ set: set.path, key: c.key, value: c.after })));
-    return { changes };
+  if (input.beforeWrite) await input.beforeWrite(changes, set.path);
+  return { changes, set: set.path, ...(await commit(input, set.path, changes)) };
+}
+
+/** Write the changes (unless a dry run): through the store's revisions when it keeps them, checking the revision. */
+async function commit(input: UpsertInput, set: string, changes: readonly UpsertChange[]): Promise<{ revision?: number }> {
+  const revisions = input.store.revisions;
+  if (!revisions) {
+    if (changes.length && !input.dryRun) await input.store.write(changes.map((c) => ({ set, key: c.key, value: c.after })));
+    return {};
   }
-  if (!changes.length || input.dryRun) {
-    const { revision } = await revisioned.revision(set.path);
-    const expected = input.writeOptions?.expectedRevision;
-    // A stale expectation is refused also when nothing would be written (the caller's view is out of date).
-    if (expected !== undefined && expected !== revision) throw new RevisionConflictError(input.store.name, set.path, expected, revision);
-    return { changes, revision };
+  if (input.dryRun || !changes.length) {
+    const { revision } = await revisions.revision(set);
+    if (input.expectedRevision !== undefined && input.expectedRevision !== revision) {
+      throw new RevisionConflictError(input.store.name, set, input.expectedRevision, revision);
+    }
+    return { revision };
   }
   try {
-    const written = await revisioned.write(set.path, changes.map((c) => ({ key: c.key, value: c.after === '' ? null : c.after })), input.writeOptions);
-    return { changes, revision: written.revision };
+    const written = await revisions.write(
+      set,
+      changes.map((c) => ({ key: c.key, value: c.after === '' ? null : c.after })),
+      {
+        ...(input.expectedRevision !== undefined ? { expectedRevision: input.expectedRevision } : {}),
+        ...(input.subject !== undefined ? { subject: input.subject } : {}),
+        ...(input.requestId !== undefined ? { requestId: input.requestId } : {}),
+        ...(input.message !== undefined ? { message: input.message } : {}),
+      },
+    );
+    return { revision: written.revision };
   } catch (e) {
     // The store names itself by its kind's label; the caller knows it by its declared name.
     if (e instanceof RevisionConflictError && e.store !== input.store.name) throw new RevisionConflictError(input.store.name, e.set, e.expected, e.current);

@@ -30,6 +30,8 @@ export interface StoreDefinitionOf<K extends StoreType> {
   settings?: StoreSettingsOf<K>;
   default: boolean;
   backup: boolean;
+  /** `.configu` declares the store `readOnly: true`: cfgu reads it and refuses every write to it. */
+  readOnly?: boolean;
 }
 
 /** One declared store, typed by its kind (`type`). */
@@ -40,7 +42,7 @@ export type StoreDefinition<K extends StoreType = StoreType> = { [P in K]: Store
  * (`base` is the property path of the configuration in messages, as for parseStoreSettings).
  */
 export function defineStore<K extends StoreType>(
-  declared: { name: string; type: K; configuration: StoreSettings; default: boolean; backup: boolean },
+  declared: { name: string; type: K; configuration: StoreSettings; default: boolean; backup: boolean; readOnly?: boolean },
   base?: string,
 ): StoreDefinition<K> {
   const settings = parseStoreSettings(declared.type, declared.configuration, declared.name, base);

@@ -7,7 +7,7 @@
  * backup database, which answers its reads while the store cannot be reached.
  */
 import { CfguError, StoreUnavailableError, UnknownStoreError } from '../core/errors.js';
-import type { ChangeFeed, ChangeListener, Config, ConfigQuery, ConfigStore, ResolvedStore, SetListing, SetListOptions, StoreResolver } from '../core/ports.js';
+import { isRevisioned, type ChangeFeed, type ChangeListener, type Config, type ConfigQuery, type ConfigStore, type ResolvedStore, type SetListing, type SetListOptions, type StoreResolver, type StoreRevisions } from '../core/ports.js';
 import { BackupDatabase } from './backup.js';
 import { reasonOf } from './common.js';
 import { buildStore, type StoreDefinition } from './factory.js';
@@ -75,13 +75,40 @@ class Resolved implements ResolvedStore {
     readonly type: string,
     readonly store: ConfigStore,
     readonly backup: BackupDatabase | undefined,
+    readonly readOnly = false,
   ) {
+    if (isRevisioned(store)) this.revisions = this.revisionsOf(store);
     // The change feed, when the store's kind has one. The backup answers reads during an outage; it changes only
     // when the store answers again, which the feed reports as change({}) then.
     if (store.watch) this.watch = (listener: ChangeListener): ChangeFeed => store.watch!(listener);
   }
 
   watch?: (listener: ChangeListener) => ChangeFeed;
+  readonly revisions?: StoreRevisions;
+
+  /** The store's revisions, each call counted for the store's availability as read and write are. */
+  private revisionsOf(store: ConfigStore & Pick<StoreRevisions, 'revision' | 'write' | 'history'>): StoreRevisions {
+    const reached = async <T>(run: () => Promise<T>): Promise<T> => {
+      let value: T;
+      try {
+        value = await run();
+      } catch (e) {
+        throw this.unavailable(e);
+      }
+      this.ok();
+      return value;
+    };
+    return {
+      revision: (set) => reached(() => store.revision(set)),
+      history: (query) => reached(() => store.history(query)),
+      list: (prefix, options) => reached(() => store.list(prefix, options)),
+      write: async (set, changes, options) => {
+        const result = await reached(() => store.write(set, changes, options));
+        this.backup?.recordWrite(this.name, changes.map((c) => ({ set, key: c.key, value: c.value ?? '' })));
+        return result;
+      },
+    };
+  }
 
   private unavailable(e: unknown): CfguError {
     const err = e instanceof CfguError ? e : new StoreUnavailableError(this.name, reasonOf(e));
@@ -159,7 +186,7 @@ export function createStoreRegistry<L extends StoreRegistryInput>(loaded: L, opt
     ? new BackupDatabase(loaded.backup, (message) => logger.warn({ backup: loaded.backup }, message))
     : undefined;
   const byName = new Map<string, Resolved>();
-  for (const d of loaded.stores) byName.set(d.name, new Resolved(d.name, d.type, build(d), d.backup ? backup : undefined));
+  for (const d of loaded.stores) byName.set(d.name, new Resolved(d.name, d.type, build(d), d.backup ? backup : undefined, d.readOnly === true));
   const names = [...byName.keys()];
   let closed = false;
 

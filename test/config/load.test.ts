@@ -198,7 +198,7 @@ describe('loadConfiguration', () => {
     );
     await rejectsWith(
       'stores: { a: { type: in-memory, cache: true } }',
-      'unknown property "stores.a.cache" (allowed here: type, configuration, default, backup)',
+      'unknown property "stores.a.cache" (allowed here: type, configuration, default, backup, readOnly)',
       'stores.a.cache',
     );
     await rejectsWith('stores: { a: { type: in-memory, default: "yes" } }', 'stores.a.default must be a boolean (true or false), not string "yes"', 'stores.a.default');

@@ -119,7 +119,7 @@ describe('store configuration: unknown properties are start-up errors', () => {
   test('the rest of .configu suggests the closest name too', async () => {
     await rejectsWith(
       { a: { type: 'in-memory', defualt: true } },
-      'unknown property "stores.a.defualt" (did you mean "default"? allowed here: type, configuration, default, backup)',
+      'unknown property "stores.a.defualt" (did you mean "default"? allowed here: type, configuration, default, backup, readOnly)',
       'stores.a.defualt',
     );
   });

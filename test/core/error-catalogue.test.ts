@@ -12,6 +12,9 @@ import * as errors from '../../src/core/errors.js';
 import {
   BodyRefusedError,
   BudgetExceededError,
+  ReadOnlyStoreError,
+  WriteBreaksError,
+  WriteForbiddenError,
   CfguError,
   ConfigurationError,
   ERROR_CATALOGUE,
@@ -67,6 +70,9 @@ const samples: Record<ErrorCode, CfguError> = {
   [ErrorCodes.UNSUPPORTED_CHARSET]: new BodyRefusedError(ErrorCodes.UNSUPPORTED_CHARSET),
   [ErrorCodes.FORBIDDEN_PROPERTY]: new BodyRefusedError(ErrorCodes.FORBIDDEN_PROPERTY),
   [ErrorCodes.REVISION_CONFLICT]: new RevisionConflictError('main', 'prod', 5, 7),
+  [ErrorCodes.WRITE_BREAKS]: new WriteBreaksError([{ schema: 'app', set: 'prod', status: 'breaks', changed: ['A'], failures: [{ key: 'A', rule: 'enum', message: 'bad' }] }]),
+  [ErrorCodes.READ_ONLY_STORE]: new ReadOnlyStoreError('main'),
+  [ErrorCodes.WRITE_FORBIDDEN]: new WriteForbiddenError('main', 'prod', 'write', ['A']),
 };
 
 test('every error code has one entry, and every CfguError class has entries', () => {

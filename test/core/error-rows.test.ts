@@ -11,6 +11,9 @@ import { fileURLToPath } from 'node:url';
 import {
   BodyRefusedError,
   BudgetExceededError,
+  ReadOnlyStoreError,
+  WriteBreaksError,
+  WriteForbiddenError,
   CfguError,
   ConfigurationError,
   ERROR_CATALOGUE,
@@ -234,6 +237,51 @@ const cases: Record<ErrorCode, { error: CfguError; reply: ProblemReply; exit: nu
     },
     exit: 1,
     lines: ['cfgu eval: set "prod" of store "main" is at revision 7, not 5: it changed since it was read; nothing was written'],
+  },
+  [ErrorCodes.WRITE_BREAKS]: {
+    error: new WriteBreaksError([{ schema: 'app', set: 'prod', status: 'breaks', changed: ['A'], failures: [{ key: 'A', rule: 'enum', message: 'bad' }] }]),
+    reply: {
+      problem: {
+        type: 'urn:cfgu:problem:write-breaks',
+        title: 'Write Breaks a Schema',
+        status: 422,
+        detail: 'the write would make schema "app" at set "prod" fail, which passed before; nothing was written (allowBreaking needs the right to break)',
+        impact: [{ schema: 'app', set: 'prod', status: 'breaks', changed: ['A'], failures: [{ key: 'A', rule: 'enum', message: 'bad' }] }],
+      },
+    },
+    exit: 1,
+    lines: ['cfgu eval: the write would make schema "app" at set "prod" fail, which passed before; nothing was written (allowBreaking needs the right to break)'],
+  },
+  [ErrorCodes.READ_ONLY_STORE]: {
+    error: new ReadOnlyStoreError('main'),
+    reply: {
+      problem: {
+        type: 'urn:cfgu:problem:read-only-store',
+        title: 'Read-Only Store',
+        status: 403,
+        detail: 'store "main" is read-only (.configu declares it readOnly: true); nothing was written',
+        store: 'main',
+      },
+    },
+    exit: 2,
+    lines: ['cfgu eval: store "main" is read-only (.configu declares it readOnly: true); nothing was written'],
+  },
+  [ErrorCodes.WRITE_FORBIDDEN]: {
+    error: new WriteForbiddenError('main', 'prod', 'write', ['A']),
+    reply: {
+      problem: {
+        type: 'urn:cfgu:problem:forbidden',
+        title: 'Forbidden',
+        status: 403,
+        detail: 'this credential may not write key "A" of set "prod" in store "main"; nothing was written',
+        store: 'main',
+        set: 'prod',
+        right: 'write',
+        keys: ['A'],
+      },
+    },
+    exit: 2,
+    lines: ['cfgu eval: this credential may not write key "A" of set "prod" in store "main"; nothing was written'],
   },
   [ErrorCodes.INVALID_CONFIGURATION]: {
     error: new ConfigurationError('is not an object', join(process.cwd(), 'conf', '.configu'), 'stores'),

@@ -38,7 +38,7 @@ describe('credentials', () => {
   test('mistakes name the property', () => {
     const cred = { name: 'ci', sha256: SHA, stores: ['main'], sets: ['staging'] };
     fails({ auth: { credentials: [{ ...cred, sha265: SHA }] } }, 'interface.proxy.auth.credentials[0].sha265',
-      'interface.proxy.auth.credentials[0].sha265: unknown property "sha265" (did you mean "sha256"? allowed here: name, sha256, stores, sets, labels, keys, metrics)');
+      'interface.proxy.auth.credentials[0].sha265: unknown property "sha265" (did you mean "sha256"? allowed here: name, sha256, stores, sets, labels, keys, metrics, write, breaking)');
     fails({ auth: { credentials: [{ ...cred, sha256: 'secret-token' }] } }, 'interface.proxy.auth.credentials[0].sha256',
       'interface.proxy.auth.credentials[0].sha256: must be the SHA-256 of the token as 64 hex digits (cfgu token create prints it)');
     fails({ auth: { credentials: [cred, { ...cred, sha256: 'b'.repeat(64) }] } }, 'interface.proxy.auth.credentials[1].name',
@@ -83,7 +83,7 @@ describe('JWT', () => {
     fails({ auth: { jwt: { jwksUrl: jwt.jwksUrl, issuer: jwt.issuer } } }, 'interface.proxy.auth.jwt.jwksUrl',
       'interface.proxy.auth.jwt.jwksUrl: JWT verification needs the expected audience: CONFIGU_AUTH_JWT_AUDIENCE or interface.proxy.auth.jwt.audience');
     fails({ auth: { jwt: { ...jwt, grants: [{ claim: 'scope', valeu: 'x', stores: ['*'], sets: ['**'] }] } } }, 'interface.proxy.auth.jwt.grants[0].valeu',
-      'interface.proxy.auth.jwt.grants[0].valeu: unknown property "valeu" (did you mean "value"? allowed here: claim, value, stores, sets, labels, keys, metrics)');
+      'interface.proxy.auth.jwt.grants[0].valeu: unknown property "valeu" (did you mean "value"? allowed here: claim, value, stores, sets, labels, keys, metrics, write, breaking)');
     fails({ auth: { jwt: { ...jwt, jwksMaxBytes: 100 } } }, 'interface.proxy.auth.jwt.jwksMaxBytes',
       'interface.proxy.auth.jwt.jwksMaxBytes: must be a whole number from 1024 to 67108864, got 100');
     fails({ auth: { jwt: { ...jwt, jwksMaxKeys: 0 } } }, 'interface.proxy.auth.jwt.jwksMaxKeys',
@@ -152,5 +152,20 @@ describe('audit and rate limits', () => {
 
   test('every new variable is one of the documented settings variables', () => {
     for (const name of ['CONFIGU_AUTH_JWT_JWKS_URL', 'CONFIGU_AUDIT_FILE', 'CONFIGU_RATE_LIMIT_REDIS_URL']) assert.ok(SETTINGS_ENV_VARS.includes(name), name);
+  });
+});
+
+describe('write grants', () => {
+  test('write and breaking load on credentials and JWT grants; breaking needs write; both must be booleans', () => {
+    const cred = { name: 'ci', sha256: SHA, stores: ['main'], sets: ['prod/**'] };
+    const s = resolveSettings({
+      fileSettings: { auth: { enabled: true, credentials: [{ ...cred, write: true, breaking: true }, { ...cred, name: 'ro', sha256: 'b'.repeat(64), write: false }], jwt: { ...jwt, grants: [{ claim: 'scope', value: 'cfgu:write', stores: ['main'], sets: ['**'], write: true }] } } },
+      file: FILE,
+      env: {},
+    });
+    assert.deepEqual(s.auth.credentials, [{ ...cred, write: true, breaking: true }, { ...cred, name: 'ro', sha256: 'b'.repeat(64) }]);
+    assert.deepEqual(s.auth.jwt!.grants, [{ claim: 'scope', value: 'cfgu:write', stores: ['main'], sets: ['**'], write: true }]);
+    fails({ auth: { credentials: [{ ...cred, breaking: true }] } }, 'interface.proxy.auth.credentials[0].breaking', 'interface.proxy.auth.credentials[0].breaking: needs write: true in the same grant');
+    fails({ auth: { credentials: [{ ...cred, write: 'yes please' }] } }, 'interface.proxy.auth.credentials[0].write', 'interface.proxy.auth.credentials[0].write: must be true or false, got "yes please"');
   });
 });

@@ -127,7 +127,7 @@ describe('resolveSettings', () => {
       [
         { auth: { credentials: [{ name: 'a', sha256: hash, stores: ['s'], sets: [''] }, { name: 'b', sha256: hash, stores: ['s'], sets: [''], lables: ['x'] }] } },
         'interface.proxy.auth.credentials[1].lables',
-        'unknown property "lables" (did you mean "labels"? allowed here: name, sha256, stores, sets, labels, keys, metrics)',
+        'unknown property "lables" (did you mean "labels"? allowed here: name, sha256, stores, sets, labels, keys, metrics, write, breaking)',
       ],
       [{ watch: { extra: 1 } }, 'interface.proxy.watch.extra', 'unknown property "extra" (allowed here: maxWatchers, maxWatchersPerClient, maxWaitSeconds, heartbeatMs, debounceMs, pollMs)'],
       [{ limits: 5 }, 'interface.proxy.limits', 'must be an object'],

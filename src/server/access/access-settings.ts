@@ -130,6 +130,11 @@ function readGrant(obj: Record<string, unknown>, source: Source): Grant {
   if (obj.labels !== undefined) grant.labels = nonEmptyList(obj.labels, fileSource(source, '.labels'));
   if (obj.keys !== undefined) grant.keys = nonEmptyList(obj.keys, fileSource(source, '.keys'));
   if (obj.metrics !== undefined && toBoolean(obj.metrics, fileSource(source, '.metrics'))) grant.metrics = true;
+  if (obj.write !== undefined && toBoolean(obj.write, fileSource(source, '.write'))) grant.write = true;
+  if (obj.breaking !== undefined && toBoolean(obj.breaking, fileSource(source, '.breaking'))) {
+    if (!grant.write) fail(fileSource(source, '.breaking'), 'needs write: true in the same grant');
+    grant.breaking = true;
+  }
   return grant;
 }
 

@@ -10,6 +10,7 @@ import fp from 'fastify-plugin';
 import { pino, type Logger } from 'pino';
 import { stdoutDestination } from '../observe/logger.js';
 import type { EvalCommandInput, StoreResolver } from '../../core/index.js';
+import type { WriteAudit } from '../http/request-state.js';
 import type { AuditSettings } from './access-settings.js';
 import { ANONYMOUS } from './credentials.js';
 
@@ -37,6 +38,8 @@ export interface AuditRecord {
    * the stream), `shutdown`, `slow_client`, or its credential (`expired`, `revoked`, `scope`).
    */
   ended?: string;
+  /** A write route (POST /upsert, POST /rollback, GET /history): the store, set, number of keys, dry run, outcome. */
+  write?: WriteAudit;
 }
 
 /** The audit destination: a file of its own, or the server's logger, or stdout. */
@@ -141,5 +144,6 @@ function auditRecord(request: FastifyRequest, reply: FastifyReply, closedEarly: 
     ...(watch ? { watch: watch.kind } : {}),
     ...(stream ? { events: watch.events, ms: Math.round(performance.now() - watch.opened) } : {}),
     ...(ended ? { ended } : {}),
+    ...(request.cfguWrite ? { write: request.cfguWrite } : {}),
   };
 }

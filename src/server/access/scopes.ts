@@ -25,6 +25,10 @@ export interface Grant {
   keys?: string[];
   /** May read `GET /metrics` (without the metrics key). */
   metrics?: boolean;
+  /** May also write (POST /upsert, POST /rollback) the keys it covers, in the stores and sets it covers. */
+  write?: boolean;
+  /** With `write`: may make a write that breaks a schema (`allowBreaking: true`). */
+  breaking?: boolean;
 }
 
 /** A grant compiled for matching. */
@@ -40,6 +44,8 @@ export interface CompiledGrant {
   metrics: boolean;
   /** The set patterns ending in `**` (`prod/**`, `**`): each covers every set below a set it matches (POST /matrix). */
   subtrees?: RegExp[];
+  write: boolean;
+  breaking: boolean;
 }
 
 export type Principal =
@@ -106,11 +112,13 @@ export function compileGrant(g: Grant, keyLabels: KeyLabels = NO_KEY_LABELS): Co
     keys: g.keys ? g.keys.map(compileKeyPattern) : g.labels ? [] : undefined,
     metrics: g.metrics === true,
     subtrees: g.sets.filter((s) => /(^|\/)\*\*$/.test(s.trim().replace(/\/$/, ''))).map((s) => compileSetPattern(s) as RegExp),
+    write: g.write === true,
+    breaking: g.write === true && g.breaking === true,
   };
 }
 
 /** The subject a set path is matched as: "" for the root, "/a/b" for `a/b`. */
-function setSubject(set: unknown): string | undefined {
+export function setSubject(set: unknown): string | undefined {
   const parsed = parseSet(typeof set === 'string' ? set : '');
   if ('problem' in parsed) return undefined;
   return parsed.path === '' ? '' : `/${parsed.path}`;

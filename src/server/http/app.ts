@@ -45,6 +45,9 @@ import { healthRoutes } from './routes/health.js';
 import { matrixRoute } from './routes/matrix.js';
 import { metricsRoute } from './routes/metrics.js';
 import { SCHEMA_ROUTES, schemaRoutes } from './routes/schemas.js';
+import { historyRoute } from './routes/history.js';
+import { rollbackRoute } from './routes/rollback.js';
+import { upsertRoute } from './routes/upsert.js';
 import { cfguSchema, evalCommandSchema, problemSchema } from './schemas.js';
 
 export interface BuildServerOptions {
@@ -83,6 +86,9 @@ const ROUTES: Record<string, string[]> = {
   '/live': ['GET', 'HEAD'],
   '/ready': ['GET', 'HEAD'],
   ...SCHEMA_ROUTES,
+  '/upsert': ['POST'],
+  '/rollback': ['POST'],
+  '/history': ['GET', 'HEAD'],
 };
 
 export async function buildServer(options: BuildServerOptions): Promise<FastifyInstance> {
@@ -137,6 +143,10 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   await app.register(matrixRoute, { settings, defaultStore, observation, schemas });
   await app.register(healthRoutes, { lifecycle });
   await app.register(metricsRoute, { observation });
+  const writes = { settings, defaultStore, context: { registry, schemas, evaluator, maxKeys: settings.limits.keys } };
+  await app.register(upsertRoute, writes);
+  await app.register(rollbackRoute, writes);
+  await app.register(historyRoute, writes);
   if (settings.docs.enabled) await app.register(openapiRoute);
 
   await app.ready();

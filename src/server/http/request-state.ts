@@ -38,6 +38,8 @@ declare module 'fastify' {
     cfguAudited: boolean;
     /** The client's address as the request arrived (a socket the client closed has none any more). */
     cfguAuditClient: string;
+    /** A write route's request, for its audit line (never a value). */
+    cfguWrite: WriteAudit | null;
   }
   interface FastifyContextConfig {
     /**
@@ -63,4 +65,17 @@ export const requestState = fp<{ state: CfguState }>(async (app, { state }) => {
   app.decorateRequest('cfguAudited', false);
   app.decorateRequest('cfguAuditClient', '');
   app.decorateRequest('cfguWatch', null);
+  app.decorateRequest('cfguWrite', null);
 });
+
+/** What the audit line of a write route says of the request: never a value. */
+export interface WriteAudit {
+  route: 'upsert' | 'rollback' | 'history';
+  store: string | null;
+  set: string;
+  /** How many keys the request names (upsert: its values; rollback: its `keys`, 0 for all). */
+  keys: number;
+  dryRun: boolean;
+  /** `written`, `unchanged`, `dry-run`, `read` (history), or `refused` (the status says why). */
+  outcome: string;
+}

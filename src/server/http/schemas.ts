@@ -121,7 +121,7 @@ export const problemSchema = {
         properties: {
           command: { type: 'integer', description: '0-based index of the command in the pipeline.' },
           key: { type: 'string' },
-          rule: { type: 'string', enum: ['required', 'pattern', 'enum', 'schema', 'test', 'const', 'override'] },
+          rule: { type: 'string', enum: ['required', 'pattern', 'enum', 'schema', 'test', 'const', 'override', 'undeclared', 'lazy'] },
           message: { type: 'string' },
         },
       },
@@ -147,6 +147,13 @@ export const problemSchema = {
         properties: { command: { type: 'integer' }, store: { type: ['string', 'null'] }, set: { type: 'string' } },
       },
     },
+    impact: {
+      type: 'array',
+      description: 'What a refused write would do to each named schema at each set (422 write-breaks).',
+      items: { type: 'object', additionalProperties: true },
+    },
+    right: { type: 'string', description: 'The right a write lacks (403): `write` or `break`.' },
+    keys: { type: 'array', items: { type: 'string' }, description: 'The keys a write may not change (403).' },
   },
 } as const;
 
@@ -229,6 +236,7 @@ const problemDescriptions: Record<number, string> = {
   415: 'The `Content-Type` is not JSON, or declares a charset other than UTF-8.',
   422: 'Evaluation failed: `errors` lists every failure (required, pattern, enum, schema, test, const, override).',
   429: 'The caller is over its rate limit. Comes with `Retry-After`.',
+  409: 'A write named a revision of the set that is no longer its current one (`currentRevision`); nothing was written.',
   500: 'Unexpected failure. The detail is in the server log under the request id.',
   503: 'A store cannot be reached or read and no backup could answer (`Retry-After` says when to retry), or the expression sandbox is down.',
 };

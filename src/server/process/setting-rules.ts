@@ -24,7 +24,7 @@ const section = <T extends z.ZodRawShape>(shape: T) => strict(shape).nullish();
 
 const leaves = <K extends string>(...names: K[]) => Object.fromEntries(names.map((n) => [n, value])) as Record<K, typeof value>;
 
-const GRANT = ['stores', 'sets', 'labels', 'keys', 'metrics'] as const;
+const GRANT = ['stores', 'sets', 'labels', 'keys', 'metrics', 'write', 'breaking'] as const;
 
 const credential = strict(leaves('name', 'sha256', ...GRANT), 'must be an object with name, sha256, stores and sets');
 const jwtGrant = strict(leaves('claim', 'value', ...GRANT), 'must be an object with claim, value, stores and sets');
