@@ -89,7 +89,7 @@ describe('cfgu rollback', { concurrency: true }, () => {
         '- HOST (was "b")',
         '- MODE (was "prod")',
         'impact:',
-        '  schema "app", set "prod": breaks',
+        '  schema "app", set "prod": breaks (HOST, PORT, MODE)',
         '    key HOST, rule required: key "HOST" is required but has no value',
         '',
       ].join('\n'),

@@ -47,12 +47,12 @@ describe('cfgu upsert --preview, --message, --expect-revision', { concurrency: t
         'impact:',
         '  schema "app", set "prod": changes (PORT, TOKEN)',
         '  schema "app", set "prod/eu": changes (PORT, TOKEN)',
-        // prod/us fails before and after (its own PORT); HOST is inherited from prod.
-        '  schema "app", set "prod/us": unchanged',
+        // prod/us fails before and after (its own PORT), the same way; its TOKEN, inherited from prod, changes.
+        '  schema "app", set "prod/us": changes (TOKEN)',
         '    key PORT, rule test: the value of key "PORT" failed the test $.value > 1000',
-        '  schema "worker", set "prod": breaks',
+        '  schema "worker", set "prod": breaks (PORT)',
         '    key PORT, rule test: the value of key "PORT" failed the test $.value < 5000',
-        '  schema "worker", set "prod/eu": breaks',
+        '  schema "worker", set "prod/eu": breaks (PORT)',
         '    key PORT, rule test: the value of key "PORT" failed the test $.value < 5000',
         '  schema "worker", set "prod/us": unchanged',
         '',
@@ -73,8 +73,8 @@ describe('cfgu upsert --preview, --message, --expect-revision', { concurrency: t
         '+ HOST = "us"',
         '~ PORT = "1500" (was "900")',
         'impact:',
-        '  schema "app", set "prod/us": fixes',
-        '    key PORT, rule test: the value of key "PORT" failed the test $.value > 1000',
+        // Fixed: no failure after the write (the changed keys are listed, as for every status).
+        '  schema "app", set "prod/us": fixes (HOST, PORT)',
         '  schema "worker", set "prod/us": changes (PORT)',
         '',
       ].join('\n'),
