@@ -1,11 +1,11 @@
 /**
  * `--server URL` on `cfgu upsert`, `cfgu history` and `cfgu rollback`, in-process (runCli).
  *
- * NOTE: these tests talk to a SMALL FAKE HTTP SERVER defined below, which records each request and answers as the
- * contract of the write routes says (POST /upsert, GET /history, POST /rollback; problem+json refusals). It stands in
- * for the real routes, built in parallel in src/server; once they are merged these tests are to be switched to a real
- * `cfgu serve` (test/helpers/in-process.ts). What is asserted: the exact requests the CLI sends (method, path, query,
- * body, bearer token), the exact output for each answer, and the error lines and exit codes for each refusal.
+ * These tests talk to a small HTTP server defined below, which records each request and answers what each test sets,
+ * as the write routes' contract says (POST /upsert, GET /history, POST /rollback; problem+json refusals): that is how
+ * every refusal and odd answer is reached on purpose. What is asserted: the exact requests the CLI sends (method,
+ * path, query, body, bearer token), the exact output for each answer, and the error lines and exit codes for each
+ * refusal. The real routes are exercised end to end, against a running cfgu server, by write-server-real.test.ts.
  */
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
