@@ -2,16 +2,9 @@
  * What `cfgu upsert`, `cfgu rollback` and `cfgu history` print, the same whether the store was opened here or a
  * server answered (`--server`): the changes of a write, the impact of a preview, a set's history.
  */
-import { HIDDEN_MARK, parseSet, type ImpactEntry, type RevisionRecord } from '../core/index.js';
+import { HIDDEN_MARK, parseSet, type ImpactEntry, type RevisionRecord, type ShownChange, type ShownValue } from '../core/index.js';
 
-/** A value as a write's answer or a history record carries it: absent (null), a string, or masked. */
-export type ShownValue = string | null | { hidden: true };
-
-export interface ShownChange {
-  key: string;
-  before: ShownValue;
-  after: ShownValue;
-}
+export type { ShownChange, ShownValue };
 
 /** The answer of a write (local or a server's POST /upsert, /rollback). */
 export interface WriteAnswer {

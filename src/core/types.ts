@@ -63,3 +63,13 @@ export interface PipelineOutcome {
 }
 
 export type ExportedConfigs = Record<string, JsonValue>;
+
+/** A value as a write's answer or a history record shows it: the text, null when absent, or a mark when the reader may not see it. */
+export type ShownValue = string | null | { hidden: true };
+
+/** One key of a write or of a history record, as shown to its reader. */
+export interface ShownChange {
+  key: string;
+  before: ShownValue;
+  after: ShownValue;
+}

@@ -7,7 +7,8 @@ import { ForbiddenError, InputError, ErrorCodes, parseSet, prepareSchema, type H
 import { mayReadSet } from '../access/write-access.js';
 import type { Principal } from '../access/scopes.js';
 import type { NamedSchemas } from '../schemas/registry.js';
-import { show, valueShown, writeStore, type ShownChange, type WriteContext } from './write-service.js';
+import type { ShownChange } from '../../core/index.js';
+import { show, valueShown, writeStore, type WriteContext } from './write-service.js';
 
 export interface ShownRecord {
   revision: number;

@@ -31,6 +31,8 @@ import {
   type PreparedSchema,
   type ResolvedStore,
   type RunContext,
+  type ShownChange,
+  type ShownValue,
   type StoreResolver,
 } from '../../core/index.js';
 import { mayBreak, readableKeys, writeRefusal } from '../access/write-access.js';
@@ -41,15 +43,6 @@ import { unknownSchema } from '../schemas/resolve.js';
 const throwUnknown = (name: string, schemas: NamedSchemas, principal: Principal): never => {
   throw unknownSchema(name, schemas, principal.grants === 'all' ? undefined : principal);
 };
-
-/** A value as an answer shows it: the text, null when absent, or a mark when the caller may not see it. */
-export type ShownValue = string | null | { hidden: true };
-
-export interface ShownChange {
-  key: string;
-  before: ShownValue;
-  after: ShownValue;
-}
 
 export interface WriteAnswer {
   store: string;
