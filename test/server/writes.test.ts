@@ -525,3 +525,27 @@ test('a JWT grant with write: true writes the keys it covers, and nothing else',
   const [record] = (await history('store=main&set=prod/eu&limit=1', token)).json().records;
   assert.deepEqual([record.subject, record.message, record.changes], ['svc-levels', 'quieter', [{ key: 'LOG_LEVEL', before: 'debug', after: 'error' }]]);
 });
+
+test('the write routes are counted in /metrics by route and outcome (cfgu_writes_total)', async () => {
+  const count = async (route: string, outcome: string): Promise<number> => {
+    const r = await a.inject({ method: 'GET', url: '/metrics', headers: { authorization: `Bearer ${PRESHARED}` } });
+    assert.equal(r.statusCode, 200, r.body);
+    const line = r.body.split('\n').find((l) => l.startsWith(`cfgu_writes_total{route="${route}",outcome="${outcome}"} `));
+    return line === undefined ? 0 : Number(line.split(' ').pop());
+  };
+  const written = await count('upsert', 'written');
+  const dryRuns = await count('upsert', 'dry-run');
+  const refused = await count('upsert', 'refused');
+  const reads = await count('history', 'read');
+  // A set of this test's own, which no other test writes: the write changes a value.
+  assert.equal((await send('POST', '/upsert', { set: 'prod/metrics', schema: 'app', values: { LOG_LEVEL: 'warn' }, dryRun: true })).statusCode, 200);
+  assert.equal((await send('POST', '/upsert', { set: 'prod/metrics', schema: 'app', values: { UNDECLARED: 'x' } })).statusCode, 400);
+  const wrote = await send('POST', '/upsert', { set: 'prod/metrics', schema: 'app', values: { LOG_LEVEL: 'error' } });
+  assert.equal(wrote.statusCode, 200, wrote.body);
+  assert.equal(wrote.json().changes.length, 1);
+  assert.equal((await send('GET', '/history?set=prod')).statusCode, 200);
+  assert.equal(await count('upsert', 'dry-run'), dryRuns + 1);
+  assert.equal(await count('upsert', 'refused'), refused + 1);
+  assert.equal(await count('upsert', 'written'), written + 1);
+  assert.equal(await count('history', 'read'), reads + 1);
+});

@@ -130,6 +130,14 @@ export class ServerMetrics {
     this.registry,
   ).byLabel('schema');
 
+  private readonly writes: CellCounter = new CellCounter(
+    'cfgu_writes_total',
+    'Requests of the write routes, by route (upsert, rollback, history) and outcome (written, unchanged, dry-run, read, refused: the HTTP status says why)',
+    ['route', 'outcome'],
+    this.registry,
+  );
+  private readonly writeCells = new Map<string, CounterCell>();
+
   constructor(sources: MetricSources = {}) {
     for (const name of sources.schemas?.names() ?? []) this.schemaReloadFailures(name);
     // Then the metrics read from their sources at scrape time (./metric-sources.ts); a store's cells exist from the start.
@@ -137,6 +145,17 @@ export class ServerMetrics {
       this.storeBackupAnswers.cell({ store });
       for (const outcome of ['ok', 'backup', 'error']) this.storeOperations.cell({ store, operation: 'read', outcome });
     });
+  }
+
+  /** One answered request of a write route: its route and outcome (both from fixed lists, never the request's text). */
+  write(route: string, outcome: string): void {
+    const key = `${route}\u0000${outcome}`;
+    let c = this.writeCells.get(key);
+    if (!c) {
+      c = this.writes.cell({ route, outcome });
+      this.writeCells.set(key, c);
+    }
+    c.value++;
   }
 
   /** One answered request. `route` is the route's pattern (never the raw path), or `none` when no route matched. */

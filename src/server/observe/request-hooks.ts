@@ -46,6 +46,7 @@ export const observeRequests = fp<RequestHooksOptions>(async (app, { tracer, met
   app.addHook('onResponse', (request, reply, done) => {
     const status = reply.statusCode;
     metrics?.request(request.routeOptions.url ?? 'none', request.method, status, reply.elapsedTime / 1000);
+    if (metrics && request.cfguWrite) metrics.write(request.cfguWrite.route, request.cfguWrite.outcome);
     const s = (request as TracedRequest).cfguTrace;
     if (s) {
       s.span.setAttribute('http.response.status_code', status);
