@@ -49,11 +49,30 @@ function run(command: string, args: string[], options: SpawnOptions & { cwd: str
   });
 }
 
+/**
+ * The checkout's files: as git sees them (tracked and new, without what .gitignore leaves out); in a copy without git
+ * (scripts/ci-node24.sh copies the tracked files to a folder of their own), every file but what a build or an install
+ * made there (node_modules, dist, .cache and the .tmp folders of tests and benchmarks).
+ */
+function checkoutFiles(): string[] {
+  if (existsSync(join(ROOT, '.git'))) {
+    return execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: ROOT, encoding: 'utf8' }).split('\0').filter(Boolean);
+  }
+  const made = new Set(['node_modules', 'dist', '.cache', '.git']);
+  const walk = (dir: string): string[] =>
+    readdirSync(join(ROOT, dir), { withFileTypes: true }).flatMap((e) => {
+      const path = dir ? `${dir}/${e.name}` : e.name;
+      if ((dir === '' && made.has(e.name)) || e.name === '.tmp') return [];
+      return e.isDirectory() ? walk(path) : e.isFile() ? [path] : [];
+    });
+  return walk('');
+}
+
 test('npm pack, npm install of the tarball into an empty folder, then npx cfgu and cfgu/client', { timeout: 60 * 60_000 }, async () => {
   const work = tempDir('cfgu-package-');
   // The checkout's files, as git sees them (tracked and new, without what .gitignore leaves out), in a copy.
   const copy = join(work, 'checkout');
-  const files = execFileSync('git', ['ls-files', '-z', '--cached', '--others', '--exclude-standard'], { cwd: ROOT, encoding: 'utf8' }).split('\0').filter(Boolean);
+  const files = checkoutFiles();
   for (const f of files) {
     if (!existsSync(join(ROOT, f))) continue; // deleted in the working tree
     mkdirSync(dirname(join(copy, f)), { recursive: true });
