@@ -21,6 +21,7 @@ import { removeTempDirs, tempDir, writeJson } from './helpers.js';
 import { KINDS, MY, TMP } from '../stores/kinds.js';
 import { dropMariadbTables } from '../helpers/plain-clients.js';
 import { requireService } from '../helpers/services.js';
+import { assertRecordedInOrder, writeConcurrently } from './write-load.js';
 
 const WRITERS = 20;
 const WRITES = 1000;
@@ -80,61 +81,11 @@ describe('two servers over one store, 20 writers, 1,000 writes: each accepted wr
       const { configuration, cleanup } = await kind.fresh(`w${RUN}`);
       cleanups.push(cleanup, removeHistory(kind.name, configuration));
       const servers = await twoServers(kind.name, configuration);
-      const accepted: Array<{ revision: number; requestId: string; value: string }> = [];
-      let conflicts = 0;
-      let next = 0;
-      const writer = async (w: number): Promise<void> => {
-        let expected = 0;
-        for (;;) {
-          const n = next++;
-          if (n >= WRITES) return;
-          const value = `w${w}-${n}`;
-          const r = await servers[n % 2]!.inject({
-            method: 'POST',
-            url: '/upsert',
-            headers: { 'content-type': 'application/json' },
-            payload: JSON.stringify({ set: SET, schema: { keys: { COUNTER: {} } }, values: { COUNTER: value }, expectedRevision: expected }),
-          });
-          if (r.statusCode === 200) {
-            const revision = r.json().revision as number;
-            accepted.push({ revision, requestId: String(r.headers['x-request-id']), value });
-            expected = revision;
-            continue;
-          }
-          assert.equal(r.statusCode, 409, r.body);
-          const body = r.json();
-          assert.deepEqual(Object.keys(body).sort(), ['currentRevision', 'detail', 'expectedRevision', 'set', 'status', 'store', 'title', 'type']);
-          assert.equal(body.expectedRevision, expected);
-          assert.ok(body.currentRevision > expected, r.body);
-          conflicts++;
-          expected = body.currentRevision;
-        }
-      };
-      await Promise.all(Array.from({ length: WRITERS }, (_, w) => writer(w)));
-      assert.equal(accepted.length + conflicts, WRITES);
-      assert.ok(accepted.length > 0, 'some writes were accepted');
-
-      // The history, page by page (newest first), read through the other server.
-      const records: Array<{ revision: number; requestId: string; changes: Array<{ key: string; after: string }> }> = [];
-      let before: number | undefined;
-      for (;;) {
-        const r = await servers[1].inject({ method: 'GET', url: `/history?set=${SET}&limit=1000${before ? `&before=${before}` : ''}` });
-        assert.equal(r.statusCode, 200, r.body);
-        records.push(...r.json().records);
-        before = r.json().next;
-        if (before === undefined) break;
-      }
-      records.reverse();
-      assert.deepEqual(records.map((r) => r.revision), accepted.map((_, i) => i + 1), 'revisions 1..N, each once');
-      const byRevision = new Map(accepted.map((a) => [a.revision, a]));
-      assert.equal(byRevision.size, accepted.length, 'no revision answered twice');
-      for (const record of records) {
-        const a = byRevision.get(record.revision)!;
-        assert.equal(record.requestId, a.requestId);
-        assert.deepEqual(record.changes.map((c) => [c.key, c.after]), [['COUNTER', a.value]]);
-      }
+      const accepted = await writeConcurrently(servers, SET, WRITERS, WRITES);
+      // The history, read through the other server.
+      await assertRecordedInOrder(servers[1], SET, accepted);
       // The stored value is the last revision's, as both servers export it.
-      const last = byRevision.get(accepted.length)!;
+      const last = accepted.find((a) => a.revision === accepted.length)!;
       for (const s of servers) {
         const r = await s.inject({ method: 'POST', url: '/export', headers: { 'content-type': 'application/json' }, payload: JSON.stringify([{ set: SET, schema: { keys: { COUNTER: {} } } }]) });
         assert.deepEqual(r.json(), { COUNTER: last.value });

@@ -17,6 +17,7 @@ import { removeTempDirs, tempDir, writeJson } from './helpers.js';
 import { PG } from '../stores/kinds.js';
 import { dropPostgresTables } from '../helpers/plain-clients.js';
 import { probeTcp, requireService } from '../helpers/services.js';
+import { assertRecordedInOrder, writeConcurrently } from './write-load.js';
 
 const WRITERS = 20;
 const WRITES = 1000;
@@ -42,59 +43,9 @@ test('two servers, one PostgreSQL table, 20 writers: every accepted write record
     const loaded = await load({ config: file, flags: { workers: '1' }, env: {}, cwd: dir });
     apps.push(await buildServer({ registry, settings: loaded.settings, logger: false, auditLogger: false, ready: true }));
   }
-  const accepted: Array<{ revision: number; requestId: string; value: string }> = [];
-  let conflicts = 0;
-  let next = 0;
-  const writer = async (w: number): Promise<void> => {
-    let expected = 0;
-    for (;;) {
-      const n = next++;
-      if (n >= WRITES) return;
-      const value = `w${w}-${n}`;
-      const r = await apps[n % 2]!.inject({
-        method: 'POST',
-        url: '/upsert',
-        headers: { 'content-type': 'application/json' },
-        payload: JSON.stringify({ set: 'prod', schema: { keys: { COUNTER: {} } }, values: { COUNTER: value }, expectedRevision: expected }),
-      });
-      if (r.statusCode === 200) {
-        const revision = r.json().revision as number;
-        accepted.push({ revision, requestId: String(r.headers['x-request-id']), value });
-        expected = revision;
-        continue;
-      }
-      assert.equal(r.statusCode, 409, r.body);
-      const body = r.json();
-      assert.deepEqual(Object.keys(body).sort(), ['currentRevision', 'detail', 'expectedRevision', 'set', 'status', 'store', 'title', 'type']);
-      assert.equal(body.expectedRevision, expected);
-      assert.ok(body.currentRevision > expected, r.body);
-      conflicts++;
-      expected = body.currentRevision;
-    }
-  };
-  await Promise.all(Array.from({ length: WRITERS }, (_, w) => writer(w)));
-  assert.equal(accepted.length + conflicts, WRITES);
-  assert.ok(accepted.length > 0 && conflicts > 0, `accepted ${accepted.length}, conflicts ${conflicts}`);
-
-  // The history, page by page, oldest last.
-  const records: Array<{ revision: number; requestId: string; changes: Array<{ key: string; after: string }> }> = [];
-  let before: number | undefined;
-  for (;;) {
-    const r = await apps[0]!.inject({ method: 'GET', url: `/history?set=prod&limit=1000${before ? `&before=${before}` : ''}` });
-    assert.equal(r.statusCode, 200, r.body);
-    records.push(...r.json().records);
-    before = r.json().next;
-    if (before === undefined) break;
-  }
-  records.reverse();
-  assert.deepEqual(records.map((r) => r.revision), accepted.map((_, i) => i + 1), 'revisions 1..N, each once');
-  const byRevision = new Map(accepted.map((a) => [a.revision, a]));
-  assert.equal(byRevision.size, accepted.length, 'no revision answered twice');
-  for (const record of records) {
-    const a = byRevision.get(record.revision)!;
-    assert.equal(record.requestId, a.requestId);
-    assert.deepEqual(record.changes.map((c) => [c.key, c.after]), [['COUNTER', a.value]]);
-  }
+  const accepted = await writeConcurrently(apps, 'prod', WRITERS, WRITES);
+  assert.ok(accepted.length < WRITES, 'some writes were refused (409)');
+  await assertRecordedInOrder(apps[0]!, 'prod', accepted);
 });
 
 test('PostgreSQL: a dry run, a write, the history and a rollback with its preview', async (t) => {

@@ -13,6 +13,7 @@ import { freePort, removeTempDirs, spawnCfgu, tempDir, writeJson } from './helpe
 import { PG } from '../stores/kinds.js';
 import { dropPostgresTables } from '../helpers/plain-clients.js';
 import { probeTcp, requireService, type Probe } from '../helpers/services.js';
+import { waitFor } from '../helpers/wait.js';
 
 const RUN = randomBytes(3).toString('hex');
 const table = `crash_${RUN}`;
@@ -25,16 +26,8 @@ after(async () => {
 
 const SCHEMA = { keys: { COUNTER: {} } };
 
-async function answering(base: string): Promise<void> {
-  for (;;) {
-    try {
-      if ((await fetch(`${base}/ready`)).status === 200) return;
-    } catch {
-      /* not listening yet */
-    }
-    await new Promise((r) => setTimeout(r, 25));
-  }
-}
+const answering = (base: string) =>
+  waitFor(`${base} answers /ready`, async () => (await fetch(`${base}/ready`).catch(() => undefined))?.status === 200 || undefined);
 
 const post = (base: string, url: string, body: unknown) =>
   fetch(`${base}${url}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
@@ -92,7 +85,7 @@ describe('a server killed (SIGKILL) in the middle of a stream of writes, then st
         const writers = Array.from({ length: 4 }, (_, w) => writer(w));
         // Kill once this round has had writes accepted, while the writers keep sending.
         const before = accepted.size;
-        while (accepted.size < before + 20) await new Promise((r) => setTimeout(r, 5));
+        await waitFor('20 more writes accepted', () => accepted.size >= before + 20 || undefined);
         server.child.kill('SIGKILL');
         killed = true;
         await server.exited;
