@@ -22,11 +22,12 @@ module.exports = {
     folder('config', 'Reading .configu and schema files: core for the types, stores for the store kinds and their settings.', ['core', 'stores']),
     folder('server', 'The HTTP API: it composes the engine, the stores, the sandbox and the file; never the CLI.', ['core', 'stores', 'expressions', 'config']),
     folder('client', 'The Node client of the HTTP API (cfgu/client): it speaks HTTP only and needs nothing of src/ (no dependency beyond Node).', []),
+    folder('console', 'The browser console (dist/console/): it runs in the browser and speaks HTTP only, so it needs nothing of src/.', []),
     {
       name: 'no-unknown-folder',
       comment: 'Every folder of src/ has a row in the table of docs/architecture.md (and a rule here) before it holds code.',
       severity: 'error',
-      from: { path: '^src/', pathNot: '^src/(core|stores|expressions|config|server|client|cli)/' },
+      from: { path: '^src/', pathNot: '^src/(core|stores|expressions|config|server|client|console|cli)/' },
       to: { path: '^src/' },
     },
     {

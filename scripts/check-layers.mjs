@@ -17,7 +17,7 @@ const source = resolve(process.argv[2] ?? join(root, 'src'));
 const walk = (dir) =>
   readdirSync(dir).flatMap((name) => {
     const p = join(dir, name);
-    return statSync(p).isDirectory() ? walk(p) : /\.ts$/.test(name) && !/\.d\.ts$/.test(name) ? [p] : [];
+    return statSync(p).isDirectory() ? walk(p) : /\.tsx?$/.test(name) && !/\.d\.ts$/.test(name) ? [p] : [];
   });
 
 /** `import type X from`, `import type {..}`, `import type * as`, `export type {..} from`, `export type * from`. */
@@ -28,12 +28,15 @@ function keepTypeImports(text) {
 const work = mkdtempSync(join(tmpdir(), 'cfgu-layers-'));
 try {
   for (const file of walk(source)) {
-    const out = join(work, 'src', relative(source, file).replace(/\.ts$/, '.js'));
+    const out = join(work, 'src', relative(source, file).replace(/\.tsx?$/, '.js'));
     mkdirSync(dirname(out), { recursive: true });
     const { code } = transformSync(keepTypeImports(readFileSync(file, 'utf8')), {
-      loader: 'ts',
+      loader: file.endsWith('.tsx') ? 'tsx' : 'ts',
       format: 'esm',
       sourcefile: file,
+      // The console's components (src/console/*.tsx): JSX becomes calls of preact's runtime (an npm package).
+      jsx: 'automatic',
+      jsxImportSource: 'preact',
       tsconfigRaw: { compilerOptions: { verbatimModuleSyntax: true } },
     });
     writeFileSync(out, code);

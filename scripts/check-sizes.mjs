@@ -30,7 +30,7 @@ const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 const walk = (dir) =>
   readdirSync(dir).flatMap((name) => {
     const p = join(dir, name);
-    return statSync(p).isDirectory() ? walk(p) : /\.ts$/.test(name) && !/\.d\.ts$/.test(name) ? [p] : [];
+    return statSync(p).isDirectory() ? walk(p) : /\.tsx?$/.test(name) && !/\.d\.ts$/.test(name) ? [p] : [];
   });
 
 function lineCount(text) {
@@ -53,7 +53,7 @@ function nameOf(node, ancestors) {
 
 /** Every function of a TypeScript text: its name and its first and last line (1-based) in that text. */
 export function functionsOf(text, file) {
-  const out = transformSync(text, { loader: 'ts', format: 'esm', sourcemap: 'external', sourcefile: file, target: 'es2023' });
+  const out = transformSync(text, { loader: file.endsWith('.tsx') ? 'tsx' : 'ts', jsx: 'automatic', jsxImportSource: 'preact', format: 'esm', sourcemap: 'external', sourcefile: file, target: 'es2023' });
   const map = new SourceMap(JSON.parse(out.map));
   // The source line of a generated position; where a position has no mapping of its own, the nearest one before it.
   const sourceLine = (line, column) => {

@@ -70,6 +70,7 @@ const TABLE: Record<string, string[]> = {
   config: ['core', 'stores'],
   server: ['core', 'stores', 'expressions', 'config'],
   client: [],
+  console: [],
   cli: ['core', 'stores', 'expressions', 'config', 'server', 'client'],
 };
 
