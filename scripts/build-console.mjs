@@ -8,6 +8,12 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { basename, join } from 'node:path';
 import { gzipSync } from 'node:zlib';
 
+/**
+ * What a first visit may download, gzipped (bench/console.mjs reports it, test/console/bundle.test.ts holds the build
+ * to it): the one script and the one style sheet.
+ */
+export const CONSOLE_BUDGET = { js: 60 * 1024, css: 10 * 1024 };
+
 export default async function buildConsole({ root }) {
   const src = join(root, 'src/console');
   if (!existsSync(join(src, 'main.tsx'))) return;
