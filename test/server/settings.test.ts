@@ -48,6 +48,7 @@ describe('resolveSettings', () => {
       log: { enabled: true, probes: false },
       metrics: { enabled: true, key: undefined },
       docs: { enabled: true, public: false },
+      console: { enabled: true },
       limits: {
         bodyBytes: 1048576,
         commands: 50,
