@@ -11,7 +11,7 @@
 import { after, before, describe, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { request as httpRequest } from 'node:http';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, symlinkSync, writeFileSync } from 'node:fs';
 import { networkInterfaces } from 'node:os';
 import { join } from 'node:path';
 import { gunzipSync } from 'node:zlib';
@@ -117,6 +117,9 @@ before(async () => {
   // Beside the assets, never served: the folder's other files and what lies above it.
   writeFileSync(join(consoleDir, 'secret.txt'), 'CONTENT-OF-A-FILE-BESIDE-THE-ASSETS');
   writeFileSync(join(parent, 'cfgu-console-outside.txt'), 'CONTENT-OF-A-FILE-ABOVE-THE-FOLDER');
+  // A link inside assets/ to a file outside it is not followed.
+  symlinkSync(join(parent, 'cfgu-console-outside.txt'), join(consoleDir, 'assets', 'link.txt'));
+  symlinkSync(parent, join(consoleDir, 'assets', 'up'));
   emptyDir = tempDir('cfgu-console-empty-');
   const storeDir = tempDir('cfgu-console-store-');
   writeJson(join(storeDir, 'data.json'), [{ set: '', key: 'A', value: '1' }]);
@@ -227,7 +230,7 @@ describe('files and headers (authentication on: no credential needed)', () => {
   });
 
   test('a file the folder does not hold: 404 problem (with the security headers)', async () => {
-    for (const path of ['/console/assets/nope.js', '/console/assets/', '/console/assets/sub', '/console/assets/index-AB2CD3EF.JS']) {
+    for (const path of ['/console/assets/nope.js', '/console/assets/', '/console/assets/sub', '/console/assets/index-AB2CD3EF.JS', '/console/assets/link.txt', '/console/assets/up/cfgu-console-outside.txt']) {
       const r = await a.inject({ url: path });
       problem(r, 404, noRoute('GET', path));
       securityHeaders(r);

@@ -105,8 +105,10 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   const logger = serverLogger(options.logger, settings);
   const app = Fastify(fastifyOptions(settings, logger)) as unknown as FastifyInstance;
   const schemas = options.schemas ?? NamedSchemas.empty();
-  // The console's files, read (and compressed) now: a request reads no file.
-  const consoleFiles = settings.console.enabled ? await loadConsoleFiles(options.consoleDir ?? defaultConsoleDir()) : undefined;
+  // The console's files, read (and compressed, off the main thread) while the app is put together: a request reads no file.
+  const loadingConsole = settings.console.enabled ? loadConsoleFiles(options.consoleDir ?? defaultConsoleDir()) : undefined;
+  // Not awaited until the routes are registered; a failure is not left unhandled meanwhile.
+  loadingConsole?.catch(() => undefined);
 
   // Watch evaluations are counted and traced like requests (`observation` is made below, before any request).
   const watch = new WatchHub({
@@ -142,7 +144,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   // One budget per kind and identity (`credential:<name>`, `jwt:<sub>`, `preshared:<n>`, `ip:<address>`): a JWT whose
   // `sub` is a credential's name never spends that credential's budget.
   await registerRateLimit(app, settings.rateLimit, (request) => budgetKey(request.cfguPrincipal, request.ip), logger);
-  const optional = { ...(settings.docs.enabled ? DOCS_ROUTES : {}), ...(consoleFiles ? CONSOLE_ROUTES : {}) };
+  const optional = { ...(settings.docs.enabled ? DOCS_ROUTES : {}), ...(loadingConsole ? CONSOLE_ROUTES : {}) };
   await app.register(problemAnswers, { routes: { ...ROUTES, ...observation.routes, ...optional } });
   if (settings.docs.enabled) await app.register(apiDocs, { settings });
 
@@ -157,7 +159,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   await app.register(rollbackRoute, writes);
   await app.register(historyRoute, writes);
   await app.register(sessionRoutes, { settings, registry, defaultStore });
-  if (consoleFiles) await app.register(consoleRoutes, { settings, files: consoleFiles });
+  if (loadingConsole) await app.register(consoleRoutes, { settings, files: await loadingConsole });
   if (settings.docs.enabled) await app.register(openapiRoute);
 
   await app.ready();

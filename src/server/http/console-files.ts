@@ -1,12 +1,13 @@
 /**
  * The files of the browser console (docs/server.md, "The console"), read once when the app is built: `index.html` and
  * every file under `assets/` of the console's folder (dist/console, made by `npm run build`), each kept in memory
- * with its content type, a strong ETag, its cache rule and, for text, a gzip copy made then. A request reads no file:
+ * with its content type, a strong ETag, its cache rule and, for text, a gzip copy made then (on libuv's threads). A request reads no file:
  * it looks its path up in a map that holds only what was found at start-up, so no request path can name a file
  * outside the folder.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, lstatSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, lstatSync, readdirSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
@@ -90,15 +91,15 @@ function filesUnder(dir: string, prefix = '', depth = 0): string[] {
   const out: string[] = [];
   for (const name of names.sort()) {
     const path = join(dir, name);
-    const stat = lstatSync(path);
-    if (stat.isDirectory()) out.push(...filesUnder(path, `${prefix}${name}/`, depth + 1));
-    else if (stat.isFile()) out.push(`${prefix}${name}`);
+    const stat = lstatSync(path, { throwIfNoEntry: false });
+    if (stat?.isDirectory()) out.push(...filesUnder(path, `${prefix}${name}/`, depth + 1));
+    else if (stat?.isFile()) out.push(`${prefix}${name}`);
   }
   return out;
 }
 
 async function prepare(path: string, name: string, cacheControl: string): Promise<ConsoleFile> {
-  const body = readFileSync(path);
+  const body = await readFile(path);
   const ext = /\.([A-Za-z0-9]+)$/.exec(name)?.[1]?.toLowerCase() ?? '';
   const etag = `"${createHash('sha256').update(body).digest('base64url').slice(0, 27)}"`;
   let packed: Buffer | undefined;
@@ -112,7 +113,8 @@ async function prepare(path: string, name: string, cacheControl: string): Promis
 /**
  * Read the console's folder: its `index.html` (revalidated on every load: `no-cache` with its ETag) and the files under
  * `assets/` (a hashed name cached for a year as immutable, any other revalidated). A folder that is missing or has no
- * `index.html` gives no index (the route says the console was not built). Files whose path is not servable are left out.
+ * `index.html` gives no index (the route says the console was not built). Files whose path is not servable, or that
+ * cannot be read, are left out (never a start-up failure: the console is not what the server is for).
  */
 export async function loadConsoleFiles(dir: string | undefined): Promise<ConsoleFiles> {
   const assets = new Map<string, ConsoleFile>();
@@ -120,12 +122,15 @@ export async function loadConsoleFiles(dir: string | undefined): Promise<Console
   const indexPath = join(dir, 'index.html');
   const hasIndex = existsSync(indexPath) && lstatSync(indexPath).isFile();
   const names = filesUnder(join(dir, 'assets')).filter(servablePath);
-  const [index, ...files] = await Promise.all([
-    hasIndex ? prepare(indexPath, 'index.html', REVALIDATE) : undefined,
+  const [index, ...files] = await Promise.allSettled([
+    hasIndex ? prepare(indexPath, 'index.html', REVALIDATE) : Promise.reject(new Error('no index.html')),
     ...names.map((name) => prepare(join(dir, 'assets', name), name, HASHED.test(name) ? IMMUTABLE : REVALIDATE)),
   ]);
-  names.forEach((name, i) => assets.set(name, files[i]!));
-  return { index, assets };
+  names.forEach((name, i) => {
+    const file = files[i]!;
+    if (file.status === 'fulfilled') assets.set(name, file.value);
+  });
+  return { index: index!.status === 'fulfilled' ? index!.value : undefined, assets };
 }
 
 /** Whether the client accepts gzip (`Accept-Encoding`, with its q-values: `gzip;q=0` refuses it, `*` allows it). */
