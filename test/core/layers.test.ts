@@ -71,7 +71,7 @@ const TABLE: Record<string, string[]> = {
   server: ['core', 'stores', 'expressions', 'config'],
   client: [],
   console: [],
-  cli: ['core', 'stores', 'expressions', 'config', 'server', 'client'],
+  cli: ['core', 'stores', 'expressions', 'config', 'server', 'client', 'console'],
 };
 
 test('every folder may import exactly the folders its row of the table names', () => {

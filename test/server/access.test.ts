@@ -246,7 +246,7 @@ describe('scoped credentials (token hashes in .configu)', () => {
     assert.deepEqual(reads, []);
   });
 
-  test('the root set only when named; `**` never covers it', async () => {
+  test('the root set only when named, or by `**` alone; no other pattern covers it', async () => {
     const a = await app();
     const root = await post(a, body(''), ROOT_TOKEN);
     assert.equal(root.statusCode, 200, root.body);
@@ -256,8 +256,13 @@ describe('scoped credentials (token hashes in .configu)', () => {
       403,
       forbidden('1 of 1 command is outside the scope of this credential: command 0 (store "main", set "staging")', [{ command: 0, store: 'main', set: 'staging' }]),
     );
+    // `**` alone covers the root: the ghost credential (sets `**`, no keys or labels) reads it.
+    const ghost = await post(a, body(''), GHOST_TOKEN);
+    assert.equal(ghost.statusCode, 200, ghost.body);
+    assert.deepEqual(ghost.json(), { HOST: 'root.internal', PUBLIC_URL: 'https://example.com' });
+    // `staging/**` covers staging and below, never the root.
     exactly(
-      await post(a, body(''), KEYS_TOKEN),
+      await post(a, body(''), STAGING_TOKEN),
       403,
       forbidden('1 of 1 command is outside the scope of this credential: command 0 (store "main", set "")', [{ command: 0, store: 'main', set: '' }]),
     );
