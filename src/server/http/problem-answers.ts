@@ -16,9 +16,29 @@ export function sendProblem(reply: FastifyReply, p: Problem, headers?: Record<st
 }
 
 export interface ProblemAnswersOptions {
-  /** The paths the app serves, with their methods (for 405 and `Allow`). */
+  /**
+   * The paths the app serves, with their methods (for 405 and `Allow`). A segment `:name` stands for any one non-empty
+   * segment (`/schemas/:name` covers `/schemas/app`), as in the route's own path.
+   */
   routes: Record<string, string[]>;
 }
+
+/** The methods `path` allows by `routes` (its own entry first, then the patterns in order); undefined: unknown path. */
+export function allowedMethods(routes: Record<string, string[]>): (path: string) => string[] | undefined {
+  const patterns = Object.entries(routes)
+    .filter(([pattern]) => pattern.includes('/:'))
+    .map(([pattern, methods]) => ({ segments: pattern.split('/'), methods }));
+  const matches = (segments: string[], path: string[]) =>
+    segments.length === path.length && segments.every((s, i) => (s.startsWith(':') ? path[i] !== '' : s === path[i]));
+  return (path) => {
+    if (Object.hasOwn(routes, path)) return routes[path];
+    const parts = path.split('/');
+    return patterns.find((p) => matches(p.segments, parts))?.methods;
+  };
+}
+
+/** A path as quoted in a detail: at most 200 characters. */
+const shown = (path: string): string => (path.length > 200 ? `${path.slice(0, 200)}...` : path);
 
 export const problemAnswers = fp<ProblemAnswersOptions>(async (app, { routes }) => {
   app.setErrorHandler((error, request, reply) => {
@@ -37,14 +57,15 @@ export const problemAnswers = fp<ProblemAnswersOptions>(async (app, { routes }) 
     return sendProblem(reply, p, headers);
   });
 
+  const allowedOn = allowedMethods(routes);
   app.setNotFoundHandler((request, reply) => {
     const path = pathOf(request.url);
-    const allowed = routes[path];
+    const allowed = allowedOn(path);
     if (allowed && !allowed.includes(request.method)) {
-      return sendProblem(reply, httpProblem(405, `${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`), {
+      return sendProblem(reply, httpProblem(405, `${request.method} is not allowed on ${shown(path)}; allowed: ${allowed.join(', ')}`), {
         allow: allowed.join(', '),
       });
     }
-    return sendProblem(reply, httpProblem(404, `no route ${request.method} ${path.length > 200 ? `${path.slice(0, 200)}...` : path}`));
+    return sendProblem(reply, httpProblem(404, `no route ${request.method} ${shown(path)}`));
   });
 });

@@ -90,6 +90,7 @@ export const getSchemaRouteSchema = {
       headers: { ...requestIdHeader, ETag: { type: 'string', description: 'The tag of the current answer.' } },
     },
     401: problemResponse(401),
+    405: problemResponse(405),
     404: {
       ...problemResponse(404),
       description:
