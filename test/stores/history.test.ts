@@ -11,8 +11,6 @@ import { fileURLToPath } from 'node:url';
 import { describe, test, type TestContext } from 'node:test';
 import { Etcd3 } from 'etcd3';
 import { Redis } from 'ioredis';
-import mysql from 'mysql2/promise';
-import pg from 'pg';
 import { RevisionConflictError } from '../../src/core/errors.js';
 import { keyProblem, parseSet } from '../../src/core/names.js';
 import { isRevisioned, type Config, type ConfigStore, type RevisionedStore, type RevisionRecord } from '../../src/core/ports.js';
@@ -21,7 +19,7 @@ import { DEFAULT_HISTORY, type HistorySettings } from '../../src/stores/history.
 import { buildStore, defineStore, type StoreType } from '../../src/stores/index.js';
 import { requireService } from '../helpers/services.js';
 import { waitFor } from '../helpers/wait.js';
-import { KINDS, makeStore, MY, PG, RUN, type Kind } from './kinds.js';
+import { dropHistoryTables, KINDS, makeStore, RUN, type Kind } from './kinds.js';
 
 let counter = 0;
 
@@ -46,21 +44,6 @@ interface Ctx {
 }
 
 const sortConfigs = (cs: readonly Config[]) => [...cs].sort((a, b) => `${a.set}\u0000${a.key}`.localeCompare(`${b.set}\u0000${b.key}`));
-
-/** Drop the history tables a SQL kind made next to `tableName` (the kinds' cleanup drops the config table only). */
-async function dropHistoryTables(kind: string, tableName: string): Promise<void> {
-  const names = [`${tableName}_revisions`, `${tableName}_history`];
-  if (kind === 'postgresql') {
-    const c = new pg.Client({ host: PG.host, port: PG.port, user: PG.username, database: PG.database });
-    await c.connect();
-    for (const n of names) await c.query(`DROP TABLE IF EXISTS "${n}"`);
-    await c.end();
-  } else if (kind === 'mariadb') {
-    const c = await mysql.createConnection({ host: MY.host, port: MY.port, user: MY.username, database: MY.database });
-    for (const n of names) await c.query(`DROP TABLE IF EXISTS \`${n}\``);
-    await c.end();
-  }
-}
 
 /**
  * The key-value layout of this test's names, read directly, with the reserved `cfgu:` keys left out (kinds.ts reads

@@ -16,7 +16,7 @@ import { StoreUnavailableError } from '../../src/core/errors.js';
 import type { Config, RevisionedStore } from '../../src/core/ports.js';
 import { sqliteDriver } from '../../src/stores/drivers.js';
 import { requireService } from '../helpers/services.js';
-import { KINDS, makeStore, MY, PG, type Kind } from './kinds.js';
+import { dropHistoryTables, KINDS, makeStore, MY, PG, type Kind } from './kinds.js';
 
 /** One more config than a delete of one statement may carry anywhere (2 bound values each: 65,536 > 65,535). */
 const COUNT = Math.floor(65_535 / 2) + 1;
@@ -92,6 +92,7 @@ async function withStore(t: TestContext, kind: Kind, tag: string, run: Run): Pro
   } finally {
     await store.close();
     await poisoned?.remove();
+    await dropHistoryTables(kind.name, String(configuration.tableName));
     await cleanup();
   }
 }
