@@ -111,9 +111,7 @@ export class BackupDatabase {
           // Upserts and deletes of one entry are disjoint; apply in order of arrival across entries.
           const upKeys = new Set(p.upserts.map((c) => pairKey(c.set, c.key)));
           const deletes = dedupe(p.deletes.filter((q) => !upKeys.has(pairKey(q.set, q.key))));
-          const upserts = lastWins(p.upserts);
-          for (let i = 0; i < deletes.length; i += 500) s.write([], deletes.slice(i, i + 500));
-          for (let i = 0; i < upserts.length; i += 200) s.write(upserts.slice(i, i + 200), []);
+          s.write(lastWins(p.upserts), deletes);
         }
       })();
     } catch (e) {
@@ -128,9 +126,7 @@ export class BackupDatabase {
     if (this.broken) return undefined;
     const s = this.statements(store, false);
     if (!s) return undefined;
-    const out: Config[] = [];
-    const unique = dedupe(queries);
-    for (let i = 0; i < unique.length; i += 500) out.push(...s.select(unique.slice(i, i + 500)));
+    const out = s.select(dedupe(queries));
     const wanted = new Set(queries.map((q) => pairKey(q.set, q.key)));
     return out.filter((c) => wanted.has(pairKey(c.set, c.key)) && c.value !== '');
   }

@@ -21,6 +21,11 @@ export interface HistorySettings {
   keep: number;
   /** Records older than this many days are dropped by writes to their set (the newest record always stays). */
   maxAgeDays: number | undefined;
+  /**
+   * The clock of a write: its records' time and the age retention measures from, in ms since the epoch. Default
+   * `Date.now`; `.configu` never sets it (a program embedding a store, or a test, may give its own).
+   */
+  now?: () => number;
 }
 
 export const DEFAULT_HISTORY: Readonly<HistorySettings> = Object.freeze({ enabled: true, keep: 1000, maxAgeDays: undefined });
@@ -109,7 +114,6 @@ export interface WriteInput {
   changes: readonly ConfigChange[];
   options: WriteOptions | undefined;
   history: HistorySettings;
-  now?: Date;
 }
 
 /**
@@ -122,7 +126,7 @@ export function planWrite(input: WriteInput): WritePlan {
   const options = input.options ?? {};
   const expected = options.expectedRevision;
   if (expected !== undefined && expected !== state.revision) throw new RevisionConflictError(input.store, set, expected, state.revision);
-  const now = input.now ?? new Date();
+  const now = new Date(history.now?.() ?? Date.now());
   const time = now.toISOString();
   const records: RevisionRecord[] = [];
   let revision = state.revision;

@@ -19,7 +19,7 @@ import { LimitError } from '../core/errors.js';
 import { causeOf, configId, indexName, connectionSecrets } from './common.js';
 import { DEFAULT_FEED_INTERVAL_MS } from './feed.js';
 import { likeEscape } from './listing.js';
-import { SqlConfigStore } from './sql.js';
+import { SqlConfigStore, statementChunks } from './sql.js';
 import type { HistorySettings, WritePlan } from './history.js';
 import { MysqlHistory } from './mysql-history.js';
 import type { SqlHistoryDriver } from './sql-history.js';
@@ -43,6 +43,17 @@ export interface MysqlStoreOptions {
 }
 
 const q = (id: string) => `\`${id.replace(/`/g, '``')}\``;
+
+/**
+ * mysql2's `query` writes the values into the statement's text, which the server refuses over its
+ * `max_allowed_packet` (16 MiB by default on MariaDB, 64 MiB on MySQL 8): a write's statements carry at most 4 MiB of
+ * text each (twice that once escaped, at worst), besides at most MAX_PAIRS_PER_STATEMENT rows.
+ */
+const STATEMENT_BYTES = {
+  max: 4 * 1024 * 1024,
+  of: (c: ConfigQuery & { value?: string }): number =>
+    Buffer.byteLength(c.set) + Buffer.byteLength(c.key) + (c.value === undefined ? 0 : Buffer.byteLength(c.value)) + 48,
+};
 
 /** The change feed's two statements over `table` (see SqlConfigStore.pollingFeed): no GROUP BY, no sorting. */
 export function mysqlFeedChecks(table: string): { total: string; rows: string } {
@@ -178,29 +189,32 @@ export class MysqlConfigStore extends SqlConfigStore {
     }
   }
 
-  /** The DELETE of the "" values and the upsert of the others (each only when there is something to do). */
+  /**
+   * The DELETEs of the "" values, then the upserts of the others (none for nothing to do), each of at most
+   * MAX_PAIRS_PER_STATEMENT rows and STATEMENT_BYTES.
+   */
   private rowStatements(upserts: readonly Config[], deletes: readonly ConfigQuery[]): Array<[string, unknown[]]> {
     const t = q(this.table);
     const statements: Array<[string, unknown[]]> = [];
-    if (deletes.length) {
+    for (const chunk of statementChunks(deletes, STATEMENT_BYTES)) {
       statements.push([
-        `DELETE FROM ${t} WHERE (\`set\`, \`key\`) IN (${deletes.map(() => '(?, ?)').join(', ')})`,
-        deletes.flatMap((p) => [p.set, p.key]),
+        `DELETE FROM ${t} WHERE (\`set\`, \`key\`) IN (${chunk.map(() => '(?, ?)').join(', ')})`,
+        chunk.flatMap((p) => [p.set, p.key]),
       ]);
     }
-    if (upserts.length) {
+    for (const chunk of statementChunks(upserts, STATEMENT_BYTES)) {
       statements.push([
-        `INSERT INTO ${t} (\`id\`, \`set\`, \`key\`, \`value\`) VALUES ${upserts.map(() => '(?, ?, ?, ?)').join(', ')} ` +
+        `INSERT INTO ${t} (\`id\`, \`set\`, \`key\`, \`value\`) VALUES ${chunk.map(() => '(?, ?, ?, ?)').join(', ')} ` +
           `ON DUPLICATE KEY UPDATE \`value\` = VALUES(\`value\`)`,
-        upserts.flatMap((c) => [configId(c.set, c.key), c.set, c.key, c.value]),
+        chunk.flatMap((c) => [configId(c.set, c.key), c.set, c.key, c.value]),
       ]);
     }
     return statements;
   }
 
-  protected async guard<T>(what: string, fn: () => Promise<T>): Promise<T> {
+  protected async guard<T>(what: string, fn: () => Promise<T>, statements = 1): Promise<T> {
     try {
-      return await super.guard(what, fn);
+      return await super.guard(what, fn, statements);
     } catch (e) {
       // ER_DATA_TOO_LONG (1406): the request is over what the column holds; not an outage.
       if ((causeOf(e) as { errno?: number } | undefined)?.errno === 1406) {

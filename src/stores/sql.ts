@@ -8,9 +8,10 @@
  *     value text
  *   unique index set_key_<tableName> (set, key), index set_<tableName> (set)
  *
- * The table is created when absent. Reads select by (set, key) pairs in one statement; writes delete the "" values and
- * upsert the others on (set, key) in one transaction. Statements are parameterised; identifiers are validated and
- * quoted. Each kind supplies its driver calls.
+ * The table is created when absent. Reads select by (set, key) pairs, writes delete the "" values and upsert the others
+ * on (set, key) in one transaction; a statement that binds values per pair or row carries at most
+ * MAX_PAIRS_PER_STATEMENT of them, so a large batch is several statements (several transactions for a read, one for a
+ * write). Statements are parameterised; identifiers are validated and quoted. Each kind supplies its driver calls.
  */
 import { answerFrom, causeOf, Lazy, splitWrites, unavailable, uniqueQueries, withTimeout } from './common.js';
 import { changedSets, FeedSink, LocalFeeds, OpenFeeds, Poller } from './feed.js';
@@ -33,8 +34,37 @@ import type {
   WriteResult,
 } from '../core/ports.js';
 
-/** Largest number of (set, key) pairs in one statement (far beyond a request's batch; keeps under bind limits). */
+/**
+ * Largest number of (set, key) pairs, or of rows, in one statement that binds values per pair or row: at 2 values a
+ * pair and 4 a row, at most 8,000 bound values, under the limits of SQLite (32,766) and PostgreSQL (65,535).
+ * MySQL/MariaDB statements carry their values in their text instead; mysql.ts bounds its statements' bytes too.
+ */
 export const MAX_PAIRS_PER_STATEMENT = 2000;
+
+/**
+ * `items` in runs of at most MAX_PAIRS_PER_STATEMENT, in order (none for no items); with `bytes`, also of at most
+ * `bytes.max` bytes by `bytes.of` (a run holds at least one item, however large).
+ */
+export function statementChunks<T>(items: readonly T[], bytes?: { of: (item: T) => number; max: number }): T[][] {
+  const out: T[][] = [];
+  let run: T[] = [];
+  let size = 0;
+  for (const item of items) {
+    const n = bytes ? bytes.of(item) : 0;
+    if (run.length === MAX_PAIRS_PER_STATEMENT || (run.length && bytes && size + n > bytes.max)) {
+      out.push(run);
+      run = [];
+      size = 0;
+    }
+    run.push(item);
+    size += n;
+  }
+  if (run.length) out.push(run);
+  return out;
+}
+
+/** About how many statements of MAX_PAIRS_PER_STATEMENT pairs or rows `count` of them take (at least 1). */
+const statementsFor = (count: number): number => Math.max(1, Math.ceil(count / MAX_PAIRS_PER_STATEMENT));
 const MAX_WRITE_ATTEMPTS = 8;
 
 const byPair = (a: ConfigQuery, b: ConfigQuery): number =>
@@ -110,7 +140,7 @@ export abstract class SqlConfigStore implements RevisionedStore {
    * then key by code point, at most `rows` of them: one statement.
    */
   protected abstract selectUnder(prefix: string, rows: number): Promise<ReadonlyArray<{ set: string; key: string }>>;
-  /** Apply deletes and upserts atomically. */
+  /** Apply deletes and upserts atomically (in statements of at most MAX_PAIRS_PER_STATEMENT rows each). */
   protected abstract writeRows(upserts: readonly Config[], deletes: readonly ConfigQuery[]): Promise<void>;
   protected abstract disconnect(): Promise<void>;
   /** Secrets to keep out of error messages (passwords). */
@@ -129,10 +159,7 @@ export abstract class SqlConfigStore implements RevisionedStore {
     await this.ready.ensure();
     const pairs = uniqueQueries(queries);
     const rows: Config[] = [];
-    for (let i = 0; i < pairs.length; i += MAX_PAIRS_PER_STATEMENT) {
-      const chunk = pairs.slice(i, i + MAX_PAIRS_PER_STATEMENT);
-      rows.push(...(await this.guard('read', () => this.select(chunk))));
-    }
+    for (const chunk of statementChunks(pairs)) rows.push(...(await this.guard('read', () => this.select(chunk))));
     return answerFrom(rows, queries);
   }
 
@@ -154,7 +181,7 @@ export abstract class SqlConfigStore implements RevisionedStore {
     // A fixed row order makes concurrent batches take row locks in the same order (fewer deadlocks).
     upserts.sort(byPair);
     deletes.sort(byPair);
-    await this.retrying(() => this.guard('write', () => this.writeRows(upserts, deletes)));
+    await this.retrying(() => this.guard('write', () => this.writeRows(upserts, deletes), statementsFor(configs.length)));
     this.feeds.written(configs);
   }
 
@@ -185,10 +212,13 @@ export abstract class SqlConfigStore implements RevisionedStore {
     await this.ready.ensure();
     await this.historyReady.ensure();
     const plan = await this.retrying(() =>
-      this.guard('write', () =>
-        this.historyDriver().transact(s, (state, current) =>
-          planWrite({ store: this.name, set: s, current, state, changes: checked, options, history: this.historySettings }),
-        ),
+      this.guard(
+        'write',
+        () =>
+          this.historyDriver().transact(s, (state, current) =>
+            planWrite({ store: this.name, set: s, current, state, changes: checked, options, history: this.historySettings }),
+          ),
+        statementsFor(checked.length),
       ),
     );
     this.feeds.written([...plan.upserts, ...plan.deletes.map((d) => ({ ...d, value: '' }))]);
@@ -277,10 +307,13 @@ export abstract class SqlConfigStore implements RevisionedStore {
     });
   }
 
-  /** Run a driver call with a timeout; map failures to StoreUnavailableError (secret-free). */
-  protected async guard<T>(what: string, fn: () => Promise<T>): Promise<T> {
+  /**
+   * Run a driver call with a timeout (`statements` times the budget of one statement, for a write carried by several);
+   * map failures to StoreUnavailableError (secret-free).
+   */
+  protected async guard<T>(what: string, fn: () => Promise<T>, statements = 1): Promise<T> {
     try {
-      return await withTimeout(fn(), this.timeoutMs * 2 + 500, `${this.type} ${what}`);
+      return await withTimeout(fn(), (this.timeoutMs * 2 + 500) * statements, `${this.type} ${what}`);
     } catch (e) {
       if (this.isMissingTable(e)) {
         this.ready.reset();

@@ -15,7 +15,7 @@ import { dirname } from 'node:path';
 import { configId, indexName, unavailable } from './common.js';
 import { descendantRange } from './listing.js';
 import { DEFAULT_FEED_INTERVAL_MS, FeedSink, Poller, setsOf } from './feed.js';
-import { SqlConfigStore } from './sql.js';
+import { SqlConfigStore, statementChunks } from './sql.js';
 import type { HistorySettings } from './history.js';
 import type { SqlHistoryDriver } from './sql-history.js';
 import { SqliteHistory } from './sqlite-history.js';
@@ -72,9 +72,11 @@ export class SqliteStatements {
     return s;
   }
 
+  /** The rows of the pairs (given without repeats), in statements of at most MAX_PAIRS_PER_STATEMENT pairs each. */
   select(pairs: readonly ConfigQuery[]): Config[] {
-    if (!pairs.length) return [];
-    return this.stmt('select', pairs.length).all(...pairs.flatMap((p) => [p.set, p.key])) as Config[];
+    return statementChunks(pairs).flatMap(
+      (chunk) => this.stmt('select', chunk.length).all(...chunk.flatMap((p) => [p.set, p.key])) as Config[],
+    );
   }
 
   /**
@@ -98,12 +100,12 @@ export class SqliteStatements {
   private underAll: Database.Statement | undefined;
   private underPrefix: Database.Statement | undefined;
 
-  /** Deletes and upserts in one transaction. */
+  /** Deletes, then upserts, in one transaction (statements of at most MAX_PAIRS_PER_STATEMENT rows each). */
   write(upserts: readonly Config[], deletes: readonly ConfigQuery[]): void {
     this.db.transaction(() => {
-      if (deletes.length) this.stmt('delete', deletes.length).run(...deletes.flatMap((p) => [p.set, p.key]));
-      if (upserts.length) {
-        this.stmt('upsert', upserts.length).run(...upserts.flatMap((c) => [configId(c.set, c.key), c.set, c.key, c.value]));
+      for (const chunk of statementChunks(deletes)) this.stmt('delete', chunk.length).run(...chunk.flatMap((p) => [p.set, p.key]));
+      for (const chunk of statementChunks(upserts)) {
+        this.stmt('upsert', chunk.length).run(...chunk.flatMap((c) => [configId(c.set, c.key), c.set, c.key, c.value]));
       }
     })();
   }

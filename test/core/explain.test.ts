@@ -6,7 +6,7 @@
  */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { explainPipeline, exportPipeline, UnknownStoreError, type EvalCommandInput, type KeyExplanation, type EvalResult } from '../../src/core/index.js';
+import { explainPipeline, exportPipeline, UnknownStoreError, type EvalCommandInput, type ExplainOptions, type KeyExplanation, type EvalResult } from '../../src/core/index.js';
 import { MemoryStore, MemoryResolver, HostEvaluator } from '../helpers/engine.js';
 
 function fixture() {
@@ -31,28 +31,39 @@ const keyOf = (explained: { keys: KeyExplanation[] }, key: string): KeyExplanati
   return k;
 };
 
+/**
+ * Explain `commands` over a fresh fixture: the outcome, the fixture's store, and `key(name, command = 0)`, the
+ * explanation of one key by one command (which must exist).
+ */
+async function explained(commands: readonly EvalCommandInput[], options?: ExplainOptions) {
+  const { deps, main } = fixture();
+  const out = await explainPipeline(commands, deps, options);
+  const key = (name: string, command = 0): KeyExplanation => {
+    const c = out.explanations[command];
+    assert.ok(c, `no explanation of command ${command}`);
+    return keyOf(c, name);
+  };
+  return { out, main, key };
+}
+
 test('every origin: store (three sets deep, the nearest wins), override, default, const, empty, lazy', async () => {
-  const { deps } = fixture();
-  const out = await explainPipeline(
-    [
-      {
-        set: 'prod/eu',
-        schema: {
-          keys: {
-            HOST: {},
-            PORT: { default: 8080 },
-            DEBUG: { default: true },
-            MISSING: {},
-            NAME: { default: 'svc' },
-            LAZY: { lazy: true },
-            URL: { const: 'http://{{ $.configs.HOST.value }}:{{ $.configs.PORT.value }}' },
-          },
+  const { out, key } = await explained([
+    {
+      set: 'prod/eu',
+      schema: {
+        keys: {
+          HOST: {},
+          PORT: { default: 8080 },
+          DEBUG: { default: true },
+          MISSING: {},
+          NAME: { default: 'svc' },
+          LAZY: { lazy: true },
+          URL: { const: 'http://{{ $.configs.HOST.value }}:{{ $.configs.PORT.value }}' },
         },
-        configs: { PORT: 9090 },
       },
-    ],
-    deps,
-  );
+      configs: { PORT: 9090 },
+    },
+  ]);
   assert.equal(out.version, 1);
   assert.equal(out.ok, true);
   assert.deepEqual(out.failures, []);
@@ -67,7 +78,7 @@ test('every origin: store (three sets deep, the nearest wins), override, default
     c!.keys.map((k) => k.key),
     ['HOST', 'PORT', 'DEBUG', 'MISSING', 'NAME', 'LAZY', 'URL'],
   );
-  assert.deepEqual(keyOf(c!, 'HOST'), {
+  assert.deepEqual(key('HOST'), {
     key: 'HOST',
     declared: true,
     hidden: false,
@@ -83,7 +94,7 @@ test('every origin: store (three sets deep, the nearest wins), override, default
     tests: [],
     failures: [],
   });
-  assert.deepEqual(keyOf(c!, 'PORT'), {
+  assert.deepEqual(key('PORT'), {
     key: 'PORT',
     declared: true,
     hidden: false,
@@ -98,7 +109,7 @@ test('every origin: store (three sets deep, the nearest wins), override, default
     failures: [],
   });
   // A default declared but not used: the store's value won.
-  assert.deepEqual(keyOf(c!, 'DEBUG'), {
+  assert.deepEqual(key('DEBUG'), {
     key: 'DEBUG',
     declared: true,
     hidden: false,
@@ -111,7 +122,7 @@ test('every origin: store (three sets deep, the nearest wins), override, default
     tests: [],
     failures: [],
   });
-  assert.deepEqual(keyOf(c!, 'MISSING'), {
+  assert.deepEqual(key('MISSING'), {
     key: 'MISSING',
     declared: true,
     hidden: false,
@@ -123,7 +134,7 @@ test('every origin: store (three sets deep, the nearest wins), override, default
     tests: [],
     failures: [],
   });
-  assert.deepEqual(keyOf(c!, 'NAME'), {
+  assert.deepEqual(key('NAME'), {
     key: 'NAME',
     declared: true,
     hidden: false,
@@ -137,7 +148,7 @@ test('every origin: store (three sets deep, the nearest wins), override, default
     failures: [],
   });
   // The store holds a value for LAZY, but a lazy key is never read from it.
-  assert.deepEqual(keyOf(c!, 'LAZY'), {
+  assert.deepEqual(key('LAZY'), {
     key: 'LAZY',
     declared: true,
     hidden: false,
@@ -150,7 +161,7 @@ test('every origin: store (three sets deep, the nearest wins), override, default
     tests: [],
     failures: [],
   });
-  assert.deepEqual(keyOf(c!, 'URL'), {
+  assert.deepEqual(key('URL'), {
     key: 'URL',
     declared: true,
     hidden: false,
@@ -186,22 +197,18 @@ test('the values are exactly what exportPipeline answers for the same pipeline',
 });
 
 test('piped keys: the command that supplied them, and a const of a later command reading one', async () => {
-  const { deps } = fixture();
-  const out = await explainPipeline(
-    [
-      { set: 'prod', schema: { keys: { REGION: { default: 'eu' }, HOST: {} } } },
-      { set: 'prod/eu', schema: { keys: { URL: { const: 'https://{{ $.configs.HOST.value }}/{{ $.configs.REGION.value }}' } } } },
-      { set: '', schema: { keys: { OTHER: { default: 'x' } } } },
-    ],
-    deps,
-  );
+  const { out, key } = await explained([
+    { set: 'prod', schema: { keys: { REGION: { default: 'eu' }, HOST: {} } } },
+    { set: 'prod/eu', schema: { keys: { URL: { const: 'https://{{ $.configs.HOST.value }}/{{ $.configs.REGION.value }}' } } } },
+    { set: '', schema: { keys: { OTHER: { default: 'x' } } } },
+  ]);
   assert.equal(out.ok, true);
   const second = out.explanations[1]!;
   assert.deepEqual(
     second.keys.map((k) => k.key),
     ['REGION', 'HOST', 'URL'],
   );
-  assert.deepEqual(keyOf(second, 'REGION'), {
+  assert.deepEqual(key('REGION', 1), {
     key: 'REGION',
     declared: false,
     hidden: false,
@@ -214,9 +221,9 @@ test('piped keys: the command that supplied them, and a const of a later command
     tests: [],
     failures: [],
   });
-  assert.deepEqual(keyOf(second, 'HOST').piped, { command: 0 });
-  assert.equal(keyOf(second, 'HOST').set, 'prod');
-  assert.deepEqual(keyOf(second, 'URL'), {
+  assert.deepEqual(key('HOST', 1).piped, { command: 0 });
+  assert.equal(key('HOST', 1).set, 'prod');
+  assert.deepEqual(key('URL', 1), {
     key: 'URL',
     declared: true,
     hidden: false,
@@ -250,48 +257,39 @@ test('piped keys: the command that supplied them, and a const of a later command
 });
 
 test('a const that replaces a piped value is this command\'s value, and later commands say so', async () => {
-  const { deps } = fixture();
-  const out = await explainPipeline(
-    [
-      { set: 'prod', schema: { keys: { HOST: {} } } },
-      { set: 'prod', schema: { keys: { HOST: { const: 'computed.example' } } } },
-      { set: 'prod', schema: { keys: { X: {} } } },
-    ],
-    deps,
-  );
+  const { out, key } = await explained([
+    { set: 'prod', schema: { keys: { HOST: {} } } },
+    { set: 'prod', schema: { keys: { HOST: { const: 'computed.example' } } } },
+    { set: 'prod', schema: { keys: { X: {} } } },
+  ]);
   assert.equal(out.ok, true);
   // Command 0's record keeps the value it gave, although the engine later computed a const into the same entry.
-  assert.deepEqual([keyOf(out.explanations[0]!, 'HOST').value, keyOf(out.explanations[0]!, 'HOST').origin], ['prod.example', 'store']);
-  const second = keyOf(out.explanations[1]!, 'HOST');
+  assert.deepEqual([key('HOST').value, key('HOST').origin], ['prod.example', 'store']);
+  const second = key('HOST', 1);
   assert.deepEqual([second.value, second.origin, second.piped, second.const?.computed], ['computed.example', 'const', undefined, true]);
-  assert.deepEqual(keyOf(out.explanations[2]!, 'HOST').piped, { command: 1 });
+  assert.deepEqual(key('HOST', 2).piped, { command: 1 });
 });
 
 test('a key piped from the pipeline\'s input (the CLI\'s standard input) says command null', async () => {
-  const { deps } = fixture();
   const pipe: EvalResult = { FROM_STDIN: { key: 'FROM_STDIN', value: 'yes', origin: 'override', cfgu: {}, set: 'dev' } };
-  const out = await explainPipeline([{ set: 'prod', schema: { keys: { A: { default: 1 } } } }], deps, { pipe });
-  const k = keyOf(out.explanations[0]!, 'FROM_STDIN');
+  const { key } = await explained([{ set: 'prod', schema: { keys: { A: { default: 1 } } } }], { pipe });
+  const k = key('FROM_STDIN');
   assert.deepEqual([k.piped, k.origin, k.set, k.declared], [{ command: null }, 'override', 'dev', false]);
 });
 
 test('a failing test among passing ones: every test with its outcome, and the explanation still given', async () => {
-  const { deps } = fixture();
-  const out = await explainPipeline(
-    [
-      {
-        set: 'prod',
-        schema: {
-          keys: {
-            PORT: { test: ['$.value > 0', '$.value > 1000', '$.value < 65536', '$.configs.NOPE.value.length > 0'] },
-            HOST: { required: true, test: '$.value.endsWith(".example")' },
-            EMPTY: { test: '$.value === "never"' },
-          },
+  const { out, key } = await explained([
+    {
+      set: 'prod',
+      schema: {
+        keys: {
+          PORT: { test: ['$.value > 0', '$.value > 1000', '$.value < 65536', '$.configs.NOPE.value.length > 0'] },
+          HOST: { required: true, test: '$.value.endsWith(".example")' },
+          EMPTY: { test: '$.value === "never"' },
         },
       },
-    ],
-    deps,
-  );
+    },
+  ]);
   assert.equal(out.ok, false);
   assert.equal(out.values, null);
   assert.deepEqual(out.failures, [
@@ -303,7 +301,7 @@ test('a failing test among passing ones: every test with its outcome, and the ex
       message: "the test $.configs.NOPE.value.length > 0 of key \"PORT\" failed: Cannot read properties of undefined (reading 'value')",
     },
   ]);
-  const port = keyOf(out.explanations[0]!, 'PORT');
+  const port = key('PORT');
   assert.deepEqual(port.tests, [
     { index: 0, expression: '$.value > 0', passed: true },
     { index: 1, expression: '$.value > 1000', passed: false, message: 'the value of key "PORT" failed the test $.value > 1000' },
@@ -319,18 +317,16 @@ test('a failing test among passing ones: every test with its outcome, and the ex
     { rule: 'test', message: 'the value of key "PORT" failed the test $.value > 1000' },
     { rule: 'test', message: "the test $.configs.NOPE.value.length > 0 of key \"PORT\" failed: Cannot read properties of undefined (reading 'value')" },
   ]);
-  assert.deepEqual(keyOf(out.explanations[0]!, 'HOST').tests, [{ index: 0, expression: '$.value.endsWith(".example")', passed: true }]);
+  assert.deepEqual(key('HOST').tests, [{ index: 0, expression: '$.value.endsWith(".example")', passed: true }]);
   // A test of a key without a value is not run (docs/engine.md, "Value constraints on present values only").
-  assert.deepEqual(keyOf(out.explanations[0]!, 'EMPTY').tests, [{ index: 0, expression: '$.value === "never"', passed: null, skipped: 'the key has no value' }]);
+  assert.deepEqual(key('EMPTY').tests, [{ index: 0, expression: '$.value === "never"', passed: null, skipped: 'the key has no value' }]);
 });
 
 test('tests after a key\'s pattern and schema checks are matched to the right outcome', async () => {
-  const { deps } = fixture();
-  const out = await explainPipeline(
-    [{ set: 'prod', schema: { keys: { HOST: { pattern: '^[0-9]+$', schema: { type: 'string' }, test: ['$.value.length > 100', '$.value.length > 3'] } } } }],
-    deps,
-  );
-  const host = keyOf(out.explanations[0]!, 'HOST');
+  const { key } = await explained([
+    { set: 'prod', schema: { keys: { HOST: { pattern: '^[0-9]+$', schema: { type: 'string' }, test: ['$.value.length > 100', '$.value.length > 3'] } } } },
+  ]);
+  const host = key('HOST');
   assert.deepEqual(host.tests, [
     { index: 0, expression: '$.value.length > 100', passed: false, message: 'the value of key "HOST" failed the test $.value.length > 100' },
     { index: 1, expression: '$.value.length > 3', passed: true },
@@ -342,28 +338,24 @@ test('tests after a key\'s pattern and schema checks are matched to the right ou
 });
 
 test('required, enum and override failures are the key\'s failures; a failed const is not computed and its tests are not run', async () => {
-  const { deps } = fixture();
-  const out = await explainPipeline(
-    [
-      {
-        set: 'prod',
-        schema: {
-          keys: {
-            NEED: { required: true },
-            MODE: { enum: ['a', 'b'] },
-            BAD: { const: '{{ $.configs.NOPE.value.x }}', test: '$.value === "x"' },
-          },
+  const { out, key } = await explained([
+    {
+      set: 'prod',
+      schema: {
+        keys: {
+          NEED: { required: true },
+          MODE: { enum: ['a', 'b'] },
+          BAD: { const: '{{ $.configs.NOPE.value.x }}', test: '$.value === "x"' },
         },
-        configs: { MODE: 'c', UNDECLARED: 'x' },
       },
-    ],
-    deps,
-  );
+      configs: { MODE: 'c', UNDECLARED: 'x' },
+    },
+  ]);
   assert.equal(out.ok, false);
   const c = out.explanations[0]!;
-  assert.deepEqual(keyOf(c, 'NEED').failures, [{ rule: 'required', message: 'key "NEED" is required but has no value' }]);
-  assert.deepEqual(keyOf(c, 'MODE').failures, [{ rule: 'enum', message: 'the value of key "MODE" is not one of the allowed values: "a", "b"' }]);
-  const bad = keyOf(c, 'BAD');
+  assert.deepEqual(key('NEED').failures, [{ rule: 'required', message: 'key "NEED" is required but has no value' }]);
+  assert.deepEqual(key('MODE').failures, [{ rule: 'enum', message: 'the value of key "MODE" is not one of the allowed values: "a", "b"' }]);
+  const bad = key('BAD');
   assert.deepEqual([bad.origin, bad.const?.computed, bad.const?.reads], ['empty', false, []]);
   assert.deepEqual(bad.tests, [{ index: 0, expression: '$.value === "x"', passed: null, skipped: 'its `const` failed' }]);
   assert.deepEqual(
@@ -393,11 +385,9 @@ const HIDDEN_PIPELINE: EvalCommandInput[] = [
 ];
 
 test('a hidden key without revealHidden: its value, candidates, default and the const reads of it are withheld', async () => {
-  const { deps } = fixture();
-  const out = await explainPipeline(HIDDEN_PIPELINE, deps);
+  const { out, key } = await explained(HIDDEN_PIPELINE);
   assert.equal(out.ok, false);
-  const c = out.explanations[0]!;
-  assert.deepEqual(keyOf(c, 'PASS'), {
+  assert.deepEqual(key('PASS'), {
     key: 'PASS',
     declared: true,
     hidden: true,
@@ -415,7 +405,7 @@ test('a hidden key without revealHidden: its value, candidates, default and the 
     failures: [{ rule: 'test', message: 'the test (() => { throw new Error("bad " + $.storedValue) })() of key "PASS" failed: bad [hidden]' }],
   });
   // The const's own value is exported (docs/security.md), so it is shown; its read of the hidden key is not.
-  assert.deepEqual(keyOf(c, 'DSN'), {
+  assert.deepEqual(key('DSN'), {
     key: 'DSN',
     declared: true,
     hidden: false,
@@ -437,10 +427,8 @@ test('a hidden key without revealHidden: its value, candidates, default and the 
 });
 
 test('a hidden key with revealHidden: every value shown; messages stay redacted as the engine wrote them', async () => {
-  const { deps } = fixture();
-  const out = await explainPipeline(HIDDEN_PIPELINE, deps, { revealHidden: true });
-  const c = out.explanations[0]!;
-  const pass = keyOf(c, 'PASS');
+  const { key } = await explained(HIDDEN_PIPELINE, { revealHidden: true });
+  const pass = key('PASS');
   assert.deepEqual(
     { value: pass.value, withheld: pass.withheld, exported: pass.exported, candidates: pass.candidates, default: pass.default },
     {
@@ -455,13 +443,12 @@ test('a hidden key with revealHidden: every value shown; messages stay redacted 
     },
   );
   assert.equal(pass.tests[0]!.message, 'the test (() => { throw new Error("bad " + $.storedValue) })() of key "PASS" failed: bad [hidden]');
-  assert.deepEqual(keyOf(c, 'DSN').const!.reads, [{ key: 'PASS', origin: 'store', value: 's3cr3t-pass' }]);
+  assert.deepEqual(key('DSN').const!.reads, [{ key: 'PASS', origin: 'store', value: 's3cr3t-pass' }]);
 });
 
 test('a hidden override is withheld too', async () => {
-  const { deps } = fixture();
-  const out = await explainPipeline([{ set: 'prod', schema: { keys: { PASS: { hidden: true } } }, configs: { PASS: 'given-secret' } }], deps);
-  const pass = keyOf(out.explanations[0]!, 'PASS');
+  const { out, key } = await explained([{ set: 'prod', schema: { keys: { PASS: { hidden: true } } }, configs: { PASS: 'given-secret' } }]);
+  const pass = key('PASS');
   assert.deepEqual(
     [pass.withheld, pass.override, pass.candidates],
     [
@@ -477,15 +464,14 @@ test('a hidden override is withheld too', async () => {
 });
 
 test('mayReadSet: a shadowed value at a set the caller may not read is withheld; the winner is the export\'s value', async () => {
-  const { deps } = fixture();
   const asked: Array<[string, number]> = [];
-  const out = await explainPipeline([{ set: 'prod/eu', schema: { keys: { HOST: {} } } }], deps, {
+  const { key } = await explained([{ set: 'prod/eu', schema: { keys: { HOST: {} } } }], {
     mayReadSet: (set, command) => {
       asked.push([set, command]);
       return set === 'prod/eu';
     },
   });
-  assert.deepEqual(keyOf(out.explanations[0]!, 'HOST').candidates, [
+  assert.deepEqual(key('HOST').candidates, [
     { set: '', status: 'shadowed', withheld: 'scope' },
     { set: 'prod', status: 'shadowed', withheld: 'scope' },
     { set: 'prod/eu', status: 'won', value: 'eu.example' },
@@ -497,13 +483,11 @@ test('mayReadSet: a shadowed value at a set the caller may not read is withheld;
 });
 
 test('a pipeline stopped by an output limit: the commands after it are not evaluated', async () => {
-  const { deps } = fixture();
-  const out = await explainPipeline(
+  const { out, key } = await explained(
     [
       { set: 'prod', schema: { keys: { BIG: { const: '{{ "x".repeat(100) }}' } } } },
       { store: 'main', set: 'prod', schema: { keys: { HOST: {} } } },
     ],
-    deps,
     { limits: { valueBytes: 10 } },
   );
   assert.equal(out.ok, false);
@@ -515,32 +499,26 @@ test('a pipeline stopped by an output limit: the commands after it are not evalu
     ],
   );
   assert.deepEqual(out.explanations[1], { command: 1, store: 'main', set: 'prod', hierarchy: [], evaluated: false, keys: [] });
-  assert.deepEqual(keyOf(out.explanations[0]!, 'BIG').failures, [{ rule: 'const', message: 'the value of `const` of key "BIG" is 100 bytes; the limit is 10' }]);
-  assert.equal(keyOf(out.explanations[0]!, 'BIG').const!.computed, false);
+  assert.deepEqual(key('BIG').failures, [{ rule: 'const', message: 'the value of `const` of key "BIG" is 100 bytes; the limit is 10' }]);
+  assert.equal(key('BIG').const!.computed, false);
 });
 
 test('errors other than validation are thrown as the export throws them', async () => {
-  const { deps } = fixture();
-  await assert.rejects(explainPipeline([{ store: 'nope', schema: { keys: { A: {} } } }], deps), UnknownStoreError);
+  await assert.rejects(explained([{ store: 'nope', schema: { keys: { A: {} } } }]), UnknownStoreError);
 });
 
 test('explaining leaves the export path alone: the engine reads the store once per command, as for an export', async () => {
-  const { deps, main } = fixture();
-  await explainPipeline([{ set: 'prod/eu', schema: { keys: { HOST: {}, PORT: {} } } }], deps);
+  const { main } = await explained([{ set: 'prod/eu', schema: { keys: { HOST: {}, PORT: {} } } }]);
   assert.equal(main.reads, 1);
 });
 
 test('a key this command declares hidden but whose piped winner is not: the value shown (the export gives it), the declaration\'s default withheld', async () => {
-  const { deps } = fixture();
-  const out = await explainPipeline(
-    [
-      { set: 'prod', schema: { keys: { DEBUG: {} } } },
-      { set: '', schema: { keys: { DEBUG: { hidden: true, default: 'internal-default' } } } },
-    ],
-    deps,
-  );
+  const { out, key } = await explained([
+    { set: 'prod', schema: { keys: { DEBUG: {} } } },
+    { set: '', schema: { keys: { DEBUG: { hidden: true, default: 'internal-default' } } } },
+  ]);
   assert.deepEqual(out.values, { DEBUG: false });
-  const debug = keyOf(out.explanations[1]!, 'DEBUG');
+  const debug = key('DEBUG', 1);
   assert.deepEqual(
     { hidden: debug.hidden, value: debug.value, piped: debug.piped, default: debug.default },
     { hidden: false, value: 'false', piped: { command: 0 }, default: { withheld: 'hidden' } },

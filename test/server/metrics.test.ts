@@ -46,6 +46,13 @@ function sample(text: string, series: string): number | undefined {
   return undefined;
 }
 
+/** Every sample of a metric (`name` then `{` or a space), with its value, in the order of the text. */
+const seriesOf = (text: string, name: string): Array<[string, number]> =>
+  text
+    .split('\n')
+    .filter((line) => line.startsWith(`${name}{`) || line.startsWith(`${name} `))
+    .map((line) => [line.slice(0, line.lastIndexOf(' ')), Number(line.slice(line.lastIndexOf(' ') + 1))]);
+
 const scrape = async (a: FastifyInstance, headers: Record<string, string> = {}) => {
   const r = await a.inject({ method: 'GET', url: '/metrics', headers });
   assert.equal(r.statusCode, 200, r.body);
@@ -103,12 +110,12 @@ describe('GET /metrics: what it counts', () => {
     assert.equal(sample(text, 'cfgu_http_requests_total{route="none",method="GET",status="404"}'), 1, 'an unknown path is counted without its path');
     assert.doesNotMatch(text, /nowhere/);
     assert.equal(sample(text, 'cfgu_http_request_duration_seconds_count{route="/export"}'), 5);
-    assert.equal(sample(text, 'cfgu_evaluations_total{outcome="ok"}'), 3);
-    assert.equal(sample(text, 'cfgu_evaluations_total{outcome="validation_failed"}'), 1);
-    assert.equal(sample(text, 'cfgu_evaluations_total{outcome="store_unavailable"}'), 1);
-    assert.equal(sample(text, 'cfgu_evaluation_duration_seconds_count'), 5);
-    assert.equal(sample(text, 'cfgu_evaluation_commands_sum'), 5);
-    assert.equal(sample(text, 'cfgu_evaluation_keys_sum'), 3 * 2 + 1 + 1);
+    assert.equal(sample(text, 'cfgu_evaluations_total{route="export",outcome="ok"}'), 3);
+    assert.equal(sample(text, 'cfgu_evaluations_total{route="export",outcome="validation_failed"}'), 1);
+    assert.equal(sample(text, 'cfgu_evaluations_total{route="export",outcome="store_unavailable"}'), 1);
+    assert.equal(sample(text, 'cfgu_evaluation_duration_seconds_count{route="export"}'), 5);
+    assert.equal(sample(text, 'cfgu_evaluation_commands_sum{route="export"}'), 5);
+    assert.equal(sample(text, 'cfgu_evaluation_keys_sum{route="export"}'), 3 * 2 + 1 + 1);
     assert.equal(sample(text, 'cfgu_evaluation_failures_total{rule="required"}'), 1);
     assert.equal(sample(text, 'cfgu_expressions_total'), 3, 'one test per successful request');
     assert.equal(sample(text, 'cfgu_sandbox_job_duration_seconds_count'), 3);
@@ -173,7 +180,46 @@ describe('GET /metrics: what it counts', () => {
     assert.equal(sample(text, 'cfgu_store_operations_total{store="main",operation="read",outcome="ok"}'), 2, 'the watch reads went through the observed store');
     assert.equal(sample(text, 'cfgu_expressions_total'), 2, 'and the sandbox jobs through the observed sandbox');
     assert.equal(sample(text, 'cfgu_sandbox_job_duration_seconds_count'), 2);
-    assert.equal(sample(text, 'cfgu_evaluations_total{outcome="ok"}'), undefined, 'watch evaluations are not /export evaluations');
+    assert.deepEqual(seriesOf(text, 'cfgu_evaluations_total'), [], 'watch evaluations are not counted as requests\' evaluations');
+  });
+
+  test('evaluations by route: an export, an explanation and a matrix are told apart', async () => {
+    const a = await app();
+    const post = (url: string, body: unknown) => a.inject({ method: 'POST', url, headers: { 'content-type': 'application/json' }, payload: JSON.stringify(body) });
+    assert.equal((await exportReq(a, [{ schema: { keys: { GREETING: {} } } }])).statusCode, 200);
+    // An explanation is answered (200) whether or not its pipeline passes validation: both count as ok.
+    assert.equal((await post('/explain', [{ schema: { keys: { GREETING: {}, PORT: {} } } }])).statusCode, 200);
+    const failing = await post('/explain', [{ schema: { keys: { MISSING: { required: true } } } }]);
+    assert.equal(failing.statusCode, 200, failing.body);
+    assert.equal(failing.json().ok, false);
+    const matrix = await post('/matrix', { schema: { keys: { GREETING: {}, PORT: {}, OTHER: {} } }, sets: ['', 'a', 'a/b'] });
+    assert.equal(matrix.statusCode, 200, matrix.body);
+    assert.equal((await post('/matrix', { store: 'broken', schema: { keys: { A: {} } }, sets: [''] })).statusCode, 503);
+
+    const text = await scrape(a);
+    assert.deepEqual(seriesOf(text, 'cfgu_evaluations_total'), [
+      ['cfgu_evaluations_total{route="export",outcome="ok"}', 1],
+      ['cfgu_evaluations_total{route="explain",outcome="ok"}', 2],
+      ['cfgu_evaluations_total{route="matrix",outcome="ok"}', 1],
+      ['cfgu_evaluations_total{route="matrix",outcome="store_unavailable"}', 1],
+    ]);
+    assert.deepEqual(seriesOf(text, 'cfgu_evaluation_duration_seconds_count'), [
+      ['cfgu_evaluation_duration_seconds_count{route="export"}', 1],
+      ['cfgu_evaluation_duration_seconds_count{route="explain"}', 2],
+      ['cfgu_evaluation_duration_seconds_count{route="matrix"}', 2],
+    ]);
+    // A matrix is one command (its schema) whatever the number of sets; keys as declared.
+    assert.deepEqual(seriesOf(text, 'cfgu_evaluation_commands_sum'), [
+      ['cfgu_evaluation_commands_sum{route="export"}', 1],
+      ['cfgu_evaluation_commands_sum{route="explain"}', 2],
+      ['cfgu_evaluation_commands_sum{route="matrix"}', 2],
+    ]);
+    assert.deepEqual(seriesOf(text, 'cfgu_evaluation_keys_sum'), [
+      ['cfgu_evaluation_keys_sum{route="export"}', 1],
+      ['cfgu_evaluation_keys_sum{route="explain"}', 3],
+      ['cfgu_evaluation_keys_sum{route="matrix"}', 4],
+    ]);
+    assert.equal(sample(text, 'cfgu_evaluation_failures_total{rule="required"}'), undefined, 'no 422 was answered');
   });
 
   test('a sandbox time limit is counted', async () => {

@@ -249,6 +249,19 @@ describe('GET /schemas and GET /schemas/{name}', () => {
       closestSchemas: [],
     });
     exactly(await a.inject({ method: 'POST', url: '/schemas' }), 405, { type: 'about:blank', title: 'Method Not Allowed', status: 405, detail: 'POST is not allowed on /schemas; allowed: GET, HEAD' });
+    // /schemas/{name}: the same for every name, held or not (a 405 says nothing of which schemas exist).
+    for (const url of ['/schemas/app', '/schemas/unknown']) {
+      for (const method of ['POST', 'PUT', 'DELETE'] as const) {
+        const r = await a.inject({ method, url: `${url}?x=1`, payload: method === 'DELETE' ? undefined : {} });
+        exactly(r, 405, { type: 'about:blank', title: 'Method Not Allowed', status: 405, detail: `${method} is not allowed on ${url}; allowed: GET, HEAD` });
+        assert.equal(r.headers.allow, 'GET, HEAD');
+      }
+    }
+    const head = await a.inject({ method: 'HEAD', url: '/schemas/app' });
+    assert.equal(head.statusCode, 200);
+    assert.equal(head.headers.etag, one.headers.etag);
+    // Only one segment stands for a name: a deeper path is no route.
+    exactly(await a.inject({ method: 'POST', url: '/schemas/app/x' }), 404, { type: 'about:blank', title: 'Not Found', status: 404, detail: 'no route POST /schemas/app/x' });
   });
 });
 

@@ -547,6 +547,8 @@ describe('docs', () => {
     assert.ok(op.responses['422'].content['application/problem+json']);
     assert.ok(op.responses['503'].headers['Retry-After']);
     assert.ok(doc.paths['/ready'].get.responses['503']);
+    // Both schema routes answer another method with 405 and Allow.
+    for (const path of ['/schemas', '/schemas/{name}']) assert.ok(doc.paths[path].get.responses['405'].headers.Allow, `${path} response 405`);
     assert.ok(doc.components.schemas.Cfgu && doc.components.schemas.EvalCommand && doc.components.schemas.Problem);
     // default and enum items may be any JSON value
     assert.equal(doc.components.schemas.Cfgu.properties.default.type, undefined);

@@ -11,16 +11,15 @@ import { fileURLToPath } from 'node:url';
 import { describe, test, type TestContext } from 'node:test';
 import { Etcd3 } from 'etcd3';
 import { Redis } from 'ioredis';
-import mysql from 'mysql2/promise';
-import pg from 'pg';
 import { RevisionConflictError } from '../../src/core/errors.js';
 import { keyProblem, parseSet } from '../../src/core/names.js';
-import { isRevisioned, type Config, type RevisionedStore, type RevisionRecord } from '../../src/core/ports.js';
+import { isRevisioned, type Config, type ConfigStore, type RevisionedStore, type RevisionRecord } from '../../src/core/ports.js';
 import { InMemoryConfigStore } from '../../src/stores/in-memory.js';
 import { DEFAULT_HISTORY, type HistorySettings } from '../../src/stores/history.js';
+import { buildStore, defineStore, type StoreType } from '../../src/stores/index.js';
 import { requireService } from '../helpers/services.js';
 import { waitFor } from '../helpers/wait.js';
-import { KINDS, makeStore, MY, PG, RUN, type Kind } from './kinds.js';
+import { dropHistoryTables, KINDS, makeStore, RUN, type Kind } from './kinds.js';
 
 let counter = 0;
 
@@ -33,8 +32,11 @@ const settingsOf = (h: HistorySetting | undefined): HistorySettings | undefined 
 interface Ctx {
   /** Unique prefix of this test's sets and keys. */
   p: string;
-  /** A new store object over this test's data (a second replica), with its own history setting. */
-  open(history?: HistorySetting): Promise<RevisionedStore>;
+  /**
+   * A new store object over this test's data (a second replica), with its own history setting and, when given, its
+   * own clock (ms since the epoch) for the times of its records and retention by age.
+   */
+  open(history?: HistorySetting, now?: () => number): Promise<RevisionedStore>;
   /** The store's configuration (for a child process to open the same data). */
   configuration: Record<string, unknown>;
   /** Configu's layout, read directly (for the key-value kinds: the storage keys that hold this test's sets). */
@@ -42,21 +44,6 @@ interface Ctx {
 }
 
 const sortConfigs = (cs: readonly Config[]) => [...cs].sort((a, b) => `${a.set}\u0000${a.key}`.localeCompare(`${b.set}\u0000${b.key}`));
-
-/** Drop the history tables a SQL kind made next to `tableName` (the kinds' cleanup drops the config table only). */
-async function dropHistoryTables(kind: string, tableName: string): Promise<void> {
-  const names = [`${tableName}_revisions`, `${tableName}_history`];
-  if (kind === 'postgresql') {
-    const c = new pg.Client({ host: PG.host, port: PG.port, user: PG.username, database: PG.database });
-    await c.connect();
-    for (const n of names) await c.query(`DROP TABLE IF EXISTS "${n}"`);
-    await c.end();
-  } else if (kind === 'mariadb') {
-    const c = await mysql.createConnection({ host: MY.host, port: MY.port, user: MY.username, database: MY.database });
-    for (const n of names) await c.query(`DROP TABLE IF EXISTS \`${n}\``);
-    await c.end();
-  }
-}
 
 /**
  * The key-value layout of this test's names, read directly, with the reserved `cfgu:` keys left out (kinds.ts reads
@@ -88,20 +75,29 @@ async function keyValueLayout(kind: string, configuration: Record<string, unknow
   return out;
 }
 
+/** A store as makeStore builds it, whose history settings carry the clock `now`. */
+function storeWithClock(type: string, configuration: Record<string, unknown>, now: () => number): ConfigStore {
+  const definition = defineStore({ name: `${type}-test`, type: type as StoreType, configuration, default: false, backup: false });
+  const settings = definition.settings as { history?: HistorySettings };
+  settings.history = { ...(settings.history ?? DEFAULT_HISTORY), now };
+  return buildStore(definition);
+}
+
 async function withStore(t: TestContext, kind: Kind, fn: (c: Ctx) => Promise<void>): Promise<void> {
   if (kind.service && !(await requireService(t, kind.service.name, kind.service.probe))) return;
   const tag = `${RUN}h${++counter}`;
   const { configuration, raw, cleanup } = await kind.fresh(tag);
   const opened: RevisionedStore[] = [];
   let memory: InMemoryConfigStore | undefined;
-  const open = async (history?: HistorySetting) => {
+  const open = async (history?: HistorySetting, now?: () => number) => {
     let s: RevisionedStore;
     if (kind.name === 'in-memory') {
       // One process, one memory: a second object would be another store, so "replicas" share the first one.
       memory ??= new InMemoryConfigStore('in-memory-test', settingsOf(history));
       s = memory;
     } else {
-      const store = makeStore(kind.name, { ...configuration, ...(history === undefined ? {} : { history }) });
+      const withHistory = { ...configuration, ...(history === undefined ? {} : { history }) };
+      const store = now ? storeWithClock(kind.name, withHistory, now) : makeStore(kind.name, withHistory);
       assert.ok(isRevisioned(store), `${kind.name} keeps revisions`);
       s = store;
     }
@@ -217,15 +213,25 @@ for (const kind of KINDS) {
         for (let i = 1; i <= 5; i++) await store.write(set, [{ key: 'A', value: String(i) }], { expectedRevision: i - 1 });
         assert.deepEqual((await store.history({ set })).records.map((r) => r.revision), [5, 4, 3]);
         if (kind.name === 'in-memory') return; // one store object: its settings are fixed
-        // 1e-6 days is 86.4 ms: records written before the pause are past it at the next write.
-        const aging = await open({ maxAgeDays: 1e-6 });
+        // Age on the store's own clock: records a day old stay, a millisecond more and the next write drops them.
+        const DAY = 86_400_000;
+        let clock = Date.parse('2031-03-01T00:00:00.000Z');
+        const aging = await open({ maxAgeDays: 1 }, () => clock);
         const aged = `a_${p}`;
+        const revisionsAndTimes = async () => (await aging.history({ set: aged })).records.map((r) => [r.revision, r.time]);
         for (let i = 1; i <= 3; i++) await aging.write(aged, [{ key: 'A', value: String(i) }]);
-        await new Promise((r) => setTimeout(r, 200));
+        clock += DAY;
         await aging.write(aged, [{ key: 'A', value: '4' }]);
-        assert.deepEqual((await aging.history({ set: aged })).records.map((r) => r.revision), [4]);
-        await new Promise((r) => setTimeout(r, 200));
-        assert.deepEqual((await aging.history({ set: aged })).records.map((r) => r.revision), [4], 'pruning happens at writes only');
+        const t0 = '2031-03-01T00:00:00.000Z';
+        const t1 = '2031-03-02T00:00:00.000Z';
+        assert.deepEqual(await revisionsAndTimes(), [[4, t1], [3, t0], [2, t0], [1, t0]]);
+        clock += 1;
+        await aging.write(aged, [{ key: 'A', value: '5' }]);
+        assert.deepEqual(await revisionsAndTimes(), [[5, '2031-03-02T00:00:00.001Z'], [4, t1]]);
+        clock += 30 * DAY;
+        assert.deepEqual(await revisionsAndTimes(), [[5, '2031-03-02T00:00:00.001Z'], [4, t1]], 'pruning happens at writes only');
+        await aging.write(aged, [{ key: 'A', value: '6' }]);
+        assert.deepEqual((await aging.history({ set: aged })).records.map((r) => r.revision), [6], 'a write a month later leaves its own record only');
         const off = await open(false);
         const plain = `o_${p}`;
         await off.write(plain, [{ key: 'A', value: '1' }]);

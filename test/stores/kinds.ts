@@ -55,6 +55,24 @@ export function makeStore(type: string, configuration: Record<string, unknown>, 
   return createStore(type, configuration, name);
 }
 
+/**
+ * Drop the history tables a SQL kind made next to `tableName` (a kind's cleanup drops the config table only; sqlite's
+ * go with its file).
+ */
+export async function dropHistoryTables(kind: string, tableName: string): Promise<void> {
+  const names = [`${tableName}_revisions`, `${tableName}_history`];
+  if (kind === 'postgresql') {
+    const c = new pg.Client({ host: PG.host, port: PG.port, user: PG.username, database: PG.database });
+    await c.connect();
+    for (const n of names) await c.query(`DROP TABLE IF EXISTS "${n}"`);
+    await c.end();
+  } else if (kind === 'mariadb') {
+    const c = await mysql.createConnection({ host: MY.host, port: MY.port, user: MY.username, database: MY.database });
+    for (const n of names) await c.query(`DROP TABLE IF EXISTS \`${n}\``);
+    await c.end();
+  }
+}
+
 const pgProbe: Probe = async () => {
   const c = new pg.Client({ host: PG.host, port: PG.port, user: PG.username, database: PG.database, connectionTimeoutMillis: 2000 });
   await c.connect();

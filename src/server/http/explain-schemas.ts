@@ -4,7 +4,7 @@
  * JSON text it made itself, so this schema documents the answer and is never compiled into a serializer. Its example
  * (./explain-example.ts) is added to the document by ./docs-ui.ts.
  */
-import { exportBodySchema, problemResponse, requestIdHeader } from './schemas.js';
+import { exportBodySchema, problemResponse, problemResponses, requestIdHeader } from './schemas.js';
 
 const ORIGINS = ['empty', 'store', 'override', 'default', 'const'];
 const RULES = ['required', 'pattern', 'enum', 'schema', 'test', 'const', 'override'];
@@ -146,19 +146,11 @@ export const explainRouteSchema = {
       },
       content: { 'application/json': { schema: explanationSchema } },
     },
-    400: problemResponse(400),
-    401: problemResponse(401),
-    403: problemResponse(403),
-    405: problemResponse(405),
-    413: problemResponse(413),
-    415: problemResponse(415),
+    ...problemResponses(400, 401, 403, 405, 413, 415, 429, 500, 503),
     422: {
       ...problemResponse(422),
       description: 'Unprocessable Content: the request\'s expression budget was exceeded (`rule` names it). A failed validation is not a 422 here: see 200.',
       content: { 'application/problem+json': { schema: { $ref: 'Problem#' } } },
     },
-    429: problemResponse(429),
-    500: problemResponse(500),
-    503: problemResponse(503),
   },
 } as const;

@@ -4,7 +4,7 @@
  */
 import { ErrorCodes } from '../../core/errors.js';
 import { cfguProblem } from './problem.js';
-import { problemResponse } from './schemas.js';
+import { problemResponse, problemResponses } from './schemas.js';
 
 export const matrixBodySchema = {
   type: 'object',
@@ -106,13 +106,11 @@ export const matrixRouteSchema = {
         },
       },
     },
-    400: problemResponse(400),
-    401: problemResponse(401),
+    ...problemResponses(400, 401, 405, 415, 422, 429, 500, 503),
     403: {
       ...problemResponse(403),
       description: 'Forbidden: the credential may not read some of the sets, or may not list the prefix (it needs a grant of the prefix\'s whole subtree); nothing was read.',
     },
-    405: problemResponse(405),
     413: {
       ...problemResponse(413),
       description: 'Limit Exceeded: more sets than `limits.matrixSets`, more cells than `limits.matrixCells`, or another request limit.',
@@ -123,10 +121,5 @@ export const matrixRouteSchema = {
         },
       },
     },
-    415: problemResponse(415),
-    422: problemResponse(422),
-    429: problemResponse(429),
-    500: problemResponse(500),
-    503: problemResponse(503),
   },
 } as const;

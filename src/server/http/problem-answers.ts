@@ -16,13 +16,35 @@ export function sendProblem(reply: FastifyReply, p: Problem, headers?: Record<st
 }
 
 export interface ProblemAnswersOptions {
-  /** The paths the app serves, with their methods (for 405 and `Allow`); a path ending in `/*` covers every path below. */
+  /**
+   * The paths the app serves, with their methods (for 405 and `Allow`). A segment `:name` stands for any one non-empty
+   * segment (`/schemas/:name` covers `/schemas/app`), as in the route's own path; a path ending in `/*` covers every
+   * path below it (`/console/*`).
+   */
   routes: Record<string, string[]>;
 }
 
+/** The methods `path` allows by `routes` (its own entry first, then the patterns in order); undefined: unknown path. */
+export function allowedMethods(routes: Record<string, string[]>): (path: string) => string[] | undefined {
+  const patterns = Object.entries(routes)
+    .filter(([pattern]) => pattern.includes('/:'))
+    .map(([pattern, methods]) => ({ segments: pattern.split('/'), methods }));
+  const matches = (segments: string[], path: string[]) =>
+    segments.length === path.length && segments.every((s, i) => (s.startsWith(':') ? path[i] !== '' : s === path[i]));
+  const prefixes = Object.entries(routes)
+    .filter(([p]) => p.endsWith('/*'))
+    .map(([p, methods]) => [p.slice(0, -1), methods] as const);
+  return (path) => {
+    if (Object.hasOwn(routes, path)) return routes[path];
+    const parts = path.split('/');
+    return patterns.find((p) => matches(p.segments, parts))?.methods ?? prefixes.find(([prefix]) => path.startsWith(prefix))?.[1];
+  };
+}
+
+/** A path as quoted in a detail: at most 200 characters. */
+const shown = (path: string): string => (path.length > 200 ? `${path.slice(0, 200)}...` : path);
+
 export const problemAnswers = fp<ProblemAnswersOptions>(async (app, { routes }) => {
-  const prefixes = Object.entries(routes).filter(([p]) => p.endsWith('/*')).map(([p, methods]) => [p.slice(0, -1), methods] as const);
-  const methodsOf = (path: string): string[] | undefined => routes[path] ?? prefixes.find(([prefix]) => path.startsWith(prefix))?.[1];
   app.setErrorHandler((error, request, reply) => {
     const status = (error as { statusCode?: unknown }).statusCode;
     if ((error as { code?: unknown }).code === 'FST_STATIC_FORBIDDEN_PATH') {
@@ -39,14 +61,15 @@ export const problemAnswers = fp<ProblemAnswersOptions>(async (app, { routes }) 
     return sendProblem(reply, p, headers);
   });
 
+  const allowedOn = allowedMethods(routes);
   app.setNotFoundHandler((request, reply) => {
     const path = pathOf(request.url);
-    const allowed = methodsOf(path);
+    const allowed = allowedOn(path);
     if (allowed && !allowed.includes(request.method)) {
-      return sendProblem(reply, httpProblem(405, `${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`), {
+      return sendProblem(reply, httpProblem(405, `${request.method} is not allowed on ${shown(path)}; allowed: ${allowed.join(', ')}`), {
         allow: allowed.join(', '),
       });
     }
-    return sendProblem(reply, httpProblem(404, `no route ${request.method} ${path.length > 200 ? `${path.slice(0, 200)}...` : path}`));
+    return sendProblem(reply, httpProblem(404, `no route ${request.method} ${shown(path)}`));
   });
 });

@@ -4,7 +4,7 @@
  */
 import { ErrorCodes } from '../../core/errors.js';
 import { cfguProblem } from './problem.js';
-import { problemResponse } from './schemas.js';
+import { problemResponse, problemResponses } from './schemas.js';
 
 const requestIdHeader = {
   'X-Request-Id': { type: 'string', description: 'The request id (echoed from the request, or generated).' },
@@ -54,8 +54,7 @@ export const listSchemasRouteSchema = {
         },
       },
     },
-    401: problemResponse(401),
-    405: problemResponse(405),
+    ...problemResponses(401, 405),
   },
 } as const;
 
@@ -89,7 +88,7 @@ export const getSchemaRouteSchema = {
       description: '`If-None-Match` names the current tag: no body.',
       headers: { ...requestIdHeader, ETag: { type: 'string', description: 'The tag of the current answer.' } },
     },
-    401: problemResponse(401),
+    ...problemResponses(401, 405),
     404: {
       ...problemResponse(404),
       description:

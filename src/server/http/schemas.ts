@@ -266,6 +266,11 @@ export function problemResponse(status: number) {
   };
 }
 
+/** The documented problem responses of a route, by status: `{ 400: problemResponse(400), 401: ... }`. */
+export function problemResponses(...statuses: number[]): Record<number, ReturnType<typeof problemResponse>> {
+  return Object.fromEntries(statuses.map((status) => [status, problemResponse(status)]));
+}
+
 export const exportRouteSchema = {
   summary: 'Evaluate a pipeline and export the result',
   description:
@@ -300,16 +305,7 @@ export const exportRouteSchema = {
       description: '`If-None-Match` names the current answer\'s tag (at once, or after the `Prefer: wait=N` of a long poll): no body.',
       headers: { ...requestIdHeader, ETag: { type: 'string', description: 'The tag of the current answer.' } },
     },
-    400: problemResponse(400),
-    401: problemResponse(401),
-    403: problemResponse(403),
-    405: problemResponse(405),
-    413: problemResponse(413),
-    415: problemResponse(415),
-    422: problemResponse(422),
-    429: problemResponse(429),
-    500: problemResponse(500),
-    503: problemResponse(503),
+    ...problemResponses(400, 401, 403, 405, 413, 415, 422, 429, 500, 503),
   },
 } as const;
 

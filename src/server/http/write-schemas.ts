@@ -1,7 +1,7 @@
 /**
  * OpenAPI schemas of the write routes: POST /upsert, GET /history, POST /rollback (../writes/, docs/server.md).
  */
-import { problemResponse, requestIdHeader } from './schemas.js';
+import { problemResponses, requestIdHeader } from './schemas.js';
 
 const schemaRef = {
   type: ['object', 'string'],
@@ -84,19 +84,7 @@ const writeAnswer = {
   },
 } as const;
 
-const writeErrors = {
-  400: problemResponse(400),
-  401: problemResponse(401),
-  403: problemResponse(403),
-  405: problemResponse(405),
-  409: problemResponse(409),
-  413: problemResponse(413),
-  415: problemResponse(415),
-  422: problemResponse(422),
-  429: problemResponse(429),
-  500: problemResponse(500),
-  503: problemResponse(503),
-} as const;
+const writeErrors = problemResponses(400, 401, 403, 405, 409, 413, 415, 422, 429, 500, 503);
 
 export const upsertRouteSchema = {
   summary: 'Validate and write values into one set',
@@ -191,12 +179,6 @@ export const historyRouteSchema = {
         },
       },
     },
-    400: problemResponse(400),
-    401: problemResponse(401),
-    403: problemResponse(403),
-    405: problemResponse(405),
-    429: problemResponse(429),
-    500: problemResponse(500),
-    503: problemResponse(503),
+    ...problemResponses(400, 401, 403, 405, 429, 500, 503),
   },
 } as const;

@@ -28,6 +28,17 @@ interface RouteCells {
   counters: Map<string, Map<number, CounterCell>>;
 }
 
+/** The route that evaluated a pipeline: the `route` label of the `cfgu_evaluation*` metrics. */
+export type EvaluationRoute = 'export' | 'explain' | 'matrix';
+
+/** The cells of one evaluating route: its outcomes and its histograms, resolved once each. */
+interface EvaluationCells {
+  outcome: Map<string, CounterCell>;
+  duration: HistogramCell;
+  commands: HistogramCell;
+  keys: HistogramCell;
+}
+
 /** Recorder of one store's reads and writes (label sets resolved when the store is wrapped). */
 export type StoreRecorder = (operation: 'read' | 'write', outcome: 'ok' | 'backup' | 'error', seconds: number) => void;
 
@@ -56,21 +67,28 @@ export class ServerMetrics {
     DURATION_BUCKETS,
     this.registry,
   );
-  private readonly outcome: (outcome: string) => CounterCell = new CellCounter(
+  private readonly evaluations: CellCounter = new CellCounter(
     'cfgu_evaluations_total',
-    'Pipelines evaluated (POST /export), by outcome: ok, or the error code without its CFGU_ prefix',
-    ['outcome'],
+    'Pipelines evaluated, by route (export, explain, matrix) and outcome: ok, or the error code without its CFGU_ prefix',
+    ['route', 'outcome'],
     this.registry,
-  ).byLabel('outcome');
-  private readonly evaluationDuration: HistogramCell = new CellHistogram(
+  );
+  private readonly evaluationDuration: CellHistogram = new CellHistogram(
     'cfgu_evaluation_duration_seconds',
-    'Time to evaluate one pipeline (store reads, expressions, validation), whatever its outcome',
-    [],
+    'Time to evaluate one pipeline (store reads, expressions, validation), whatever its outcome, by route',
+    ['route'],
     DURATION_BUCKETS,
     this.registry,
-  ).cell();
-  private readonly evaluationCommands: HistogramCell = new CellHistogram('cfgu_evaluation_commands', 'Commands per evaluated pipeline', [], COMMAND_BUCKETS, this.registry).cell();
-  private readonly evaluationKeys: HistogramCell = new CellHistogram('cfgu_evaluation_keys', 'Keys declared per evaluated pipeline (all commands together)', [], KEY_BUCKETS, this.registry).cell();
+  );
+  private readonly evaluationCommands: CellHistogram = new CellHistogram('cfgu_evaluation_commands', 'Commands per evaluated pipeline, by route', ['route'], COMMAND_BUCKETS, this.registry);
+  private readonly evaluationKeys: CellHistogram = new CellHistogram(
+    'cfgu_evaluation_keys',
+    'Keys declared per evaluated pipeline (all commands together), by route',
+    ['route'],
+    KEY_BUCKETS,
+    this.registry,
+  );
+  private readonly evaluationCells = new Map<EvaluationRoute, EvaluationCells>();
   private readonly expressions: CounterCell = new CellCounter(
     'cfgu_expressions_total',
     'Expressions sent to the sandbox: each const template and each check (test, pattern, schema)',
@@ -179,16 +197,38 @@ export class ServerMetrics {
     r.duration.observe(seconds);
   }
 
-  /** The size of a pipeline about to be evaluated. */
-  pipeline(commands: number, keys: number): void {
-    this.evaluationCommands.observe(commands);
-    this.evaluationKeys.observe(keys);
+  /** The cells of the pipelines `route` evaluates (its histograms listed from its first pipeline on). */
+  private evaluated(route: EvaluationRoute): EvaluationCells {
+    let c = this.evaluationCells.get(route);
+    if (!c) {
+      c = {
+        outcome: new Map(),
+        duration: this.evaluationDuration.cell({ route }),
+        commands: this.evaluationCommands.cell({ route }),
+        keys: this.evaluationKeys.cell({ route }),
+      };
+      this.evaluationCells.set(route, c);
+    }
+    return c;
   }
 
-  /** One evaluated pipeline (POST /export). */
-  evaluation(outcome: string, seconds: number): void {
-    this.outcome(outcome).value++;
-    this.evaluationDuration.observe(seconds);
+  /** The size of a pipeline `route` is about to evaluate. */
+  pipeline(route: EvaluationRoute, commands: number, keys: number): void {
+    const c = this.evaluated(route);
+    c.commands.observe(commands);
+    c.keys.observe(keys);
+  }
+
+  /** One pipeline evaluated by `route`. */
+  evaluation(route: EvaluationRoute, outcome: string, seconds: number): void {
+    const c = this.evaluated(route);
+    let cell = c.outcome.get(outcome);
+    if (!cell) {
+      cell = this.evaluations.cell({ route, outcome });
+      c.outcome.set(outcome, cell);
+    }
+    cell.value++;
+    c.duration.observe(seconds);
   }
 
   /** One validation failure reported to a client. */

@@ -22,7 +22,7 @@ import type { ExpressionEvaluator } from '../../core/ports.js';
 import type { StoreResolver } from '../../core/ports.js';
 import { createKeyChecker, type KeyChecker } from '../access/credentials.js';
 import type { ServerSettings } from '../process/settings.js';
-import { ServerMetrics, type CacheState, type SandboxState, type SchemaState, type StoreState } from './metrics.js';
+import { ServerMetrics, type CacheState, type EvaluationRoute, type SandboxState, type SchemaState, type StoreState } from './metrics.js';
 import { useWorkerMetrics } from './cluster-metrics.js';
 import { observeEvaluator, observeStores, tracedRun, type Engine } from './observed-engine.js';
 import type { TracedRequest } from './request-hooks.js';
@@ -57,8 +57,11 @@ export interface Observation {
   readonly routes: Record<string, string[]>;
   /** True when `path` is served with its own key, so the server's bearer keys do not apply to it. */
   ownKey(path: string): boolean;
-  /** Evaluate one pipeline of `request` with the engine `run` is given: counted and timed, traced under the request's span. */
-  evaluate<T>(request: FastifyRequest, commands: readonly EvalCommandInput[], run: (engine: Engine) => Promise<T>): Promise<T>;
+  /**
+   * Evaluate one pipeline of `request` (a request of `route`) with the engine `run` is given: counted and timed by
+   * route, traced under the request's span.
+   */
+  evaluate<T>(request: FastifyRequest, route: EvaluationRoute, commands: readonly EvalCommandInput[], run: (engine: Engine) => Promise<T>): Promise<T>;
   /** Evaluate a watched pipeline (first answer or re-evaluation after a change): counted, and a trace of its own. */
   watchEvaluation<T>(commands: readonly EvalCommandInput[], watchers: number, run: (engine: Engine) => Promise<T>): Promise<T>;
   /** An SSE stream ended (counted). */
@@ -125,10 +128,10 @@ export function createObservation(input: ObservationInput): Observation {
     tracer,
     routes: metrics ? { '/metrics': ['GET', 'HEAD'] } : {},
     ownKey: (path) => !!metricsKey && path === '/metrics',
-    evaluate(request, commands, run) {
+    evaluate(request, route, commands, run) {
       const s = tracer ? (request as TracedRequest).cfguTrace : null;
       const engine = s ? tracedEngine(s.ctx) : shared;
-      return metrics ? counted(metrics, commands, () => run(engine)) : run(engine);
+      return metrics ? counted(metrics, route, commands, () => run(engine)) : run(engine);
     },
     watchEvaluation(commands, watchers, run) {
       const count = <T>(p: Promise<T>): Promise<T> => (metrics ? countedWatch(metrics, p) : p);
@@ -150,16 +153,16 @@ export function createObservation(input: ObservationInput): Observation {
 }
 
 /** One request's evaluation, counted and timed (its size first, then its outcome and time, and each failed rule). */
-function counted<T>(metrics: ServerMetrics, commands: readonly EvalCommandInput[], run: () => Promise<T>): Promise<T> {
+function counted<T>(metrics: ServerMetrics, route: EvaluationRoute, commands: readonly EvalCommandInput[], run: () => Promise<T>): Promise<T> {
   const started = now();
-  metrics.pipeline(commands.length, keysOf(commands));
+  metrics.pipeline(route, commands.length, keysOf(commands));
   return run().then(
     (v) => {
-      metrics.evaluation('ok', (now() - started) / 1000);
+      metrics.evaluation(route, 'ok', (now() - started) / 1000);
       return v;
     },
     (e: unknown) => {
-      metrics.evaluation(outcomeOf(e), (now() - started) / 1000);
+      metrics.evaluation(route, outcomeOf(e), (now() - started) / 1000);
       if (e instanceof ValidationError) for (const f of e.failures) metrics.failure(f.rule);
       throw e;
     },

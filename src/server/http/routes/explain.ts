@@ -50,7 +50,7 @@ export const explainRoute: FastifyPluginAsync<ExplainRouteOptions> = async (app,
       const options = { context: requestContext(client), limits: settings.limits, revealHidden: false, ...(mayReadSet ? { mayReadSet } : {}) };
       let outcome: ExplainOutcome;
       try {
-        outcome = await observation.evaluate(request, commands, (engine) => explainPipeline(commands, engine, options));
+        outcome = await observation.evaluate(request, 'explain', commands, (engine) => explainPipeline(commands, engine, options));
       } catch (e) {
         throw scope ? scope(e) : e;
       }

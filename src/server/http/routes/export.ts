@@ -69,7 +69,7 @@ export const exportRoute: FastifyPluginAsync<ExportRouteOptions> = async (app, {
       const context = requestContext(client);
       let result;
       try {
-        result = await observation.evaluate(request, commands, (engine) => exportPipelineJson(commands, engine, { context, limits: settings.limits }));
+        result = await observation.evaluate(request, 'export', commands, (engine) => exportPipelineJson(commands, engine, { context, limits: settings.limits }));
       } catch (e) {
         throw scope ? scope(e) : e;
       }

@@ -115,7 +115,7 @@ export const matrixRoute: FastifyPluginAsync<MatrixRouteOptions> = async (app, {
       const commands: EvalCommandInput[] = [{ ...(body.store !== undefined ? { store: body.store } : {}), schema: body.schema }];
       let matrix;
       try {
-        matrix = await observation.evaluate(request, commands, (engine) =>
+        matrix = await observation.evaluate(request, 'matrix', commands, (engine) =>
           matrixOf(body, engine, {
             limits: { sets: settings.limits.matrixSets, cells: settings.limits.matrixCells },
             engineLimits: settings.limits,

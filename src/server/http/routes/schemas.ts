@@ -17,7 +17,7 @@ import { PROBLEM_CONTENT_TYPE, httpProblem } from '../problem.js';
 import { getSchemaRouteSchema, listSchemasRouteSchema } from '../schemas-named.js';
 
 /** The paths served here, with their methods (for 405 and `Allow`). */
-export const SCHEMA_ROUTES: Record<string, string[]> = { '/schemas': ['GET', 'HEAD'] };
+export const SCHEMA_ROUTES: Record<string, string[]> = { '/schemas': ['GET', 'HEAD'], '/schemas/:name': ['GET', 'HEAD'] };
 
 export const schemaRoutes: FastifyPluginAsync<{ settings: ServerSettings; schemas: NamedSchemas }> = async (app, { settings, schemas }) => {
   const security = settings.auth.enabled ? [{ bearer: [] }] : [];
