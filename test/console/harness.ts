@@ -75,11 +75,13 @@ export const APP_SCHEMA = {
   },
 };
 
-/** The json-file store `main`: the root, prod, prod/eu, prod/us, staging. FEATURE_X is missing in prod/us. */
+/**
+ * The json-file store `main`: the root, prod, prod/eu, prod/us, staging. FEATURE_X is missing in prod/us (and at the
+ * root and prod, which hold none either: a set inherits its ancestors' values, so a value at the root would reach it).
+ */
 export const MAIN_CONFIGS = [
   { set: '', key: 'ENVIRONMENT', value: 'development' },
   { set: '', key: 'API_HOST', value: 'localhost' },
-  { set: '', key: 'FEATURE_X', value: 'off' },
   { set: 'prod', key: 'ENVIRONMENT', value: 'production' },
   { set: 'prod', key: 'LOG_LEVEL', value: 'warn' },
   { set: 'prod', key: 'API_HOST', value: 'api.example.com' },

@@ -165,7 +165,7 @@ function Row({ k, at, hierarchy, declaration, open, changed, toggle, settle }: R
           {declaration?.description && <span class="description">{declaration.description}</span>}
         </th>
         <td>
-          <ValueText value={k.value} withheld={k.withheld} />
+          <ValueText value={k.origin === 'empty' ? undefined : k.value} withheld={k.withheld} />
           {k.derivedFromHidden && <span class="muted"> (from a hidden key)</span>}
         </td>
         <td>

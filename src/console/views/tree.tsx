@@ -5,7 +5,7 @@
  * Down move, Right opens or goes to the first child, Left closes or goes to the parent, Home and End, Enter or Space
  * selects the set (the URL's `set`). The selected set is revealed (its ancestors opened).
  */
-import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/hooks';
 import type { SetList } from '../api.js';
 import { Show, useLoad } from '../components.js';
 import { useConsole } from '../context.js';
@@ -113,7 +113,7 @@ function Tree({ list }: { list: SetList }) {
   const shown = visibleNodes(roots, open, filter);
   const index = Math.max(0, shown.findIndex((v) => v.node.path === active));
   const current = shown[index];
-  useEffect(() => {
+  useLayoutEffect(() => {
     if (!wantFocus.current || !current) return;
     wantFocus.current = false;
     tree.current?.querySelector<HTMLElement>(`[data-path="${CSS.escape(current.node.path)}"]`)?.focus();
@@ -163,71 +163,61 @@ function Tree({ list }: { list: SetList }) {
         <p class="muted">{filter.trim() ? 'No set matches the filter.' : 'This store holds no set you may read.'}</p>
       ) : (
         <ul role="tree" aria-label="Sets" ref={tree} onKeyDown={onKeyDown}>
-          <Items shown={shown} from={0} level={1} selected={selected} active={current?.node.path} open={open} filtering={filter.trim() !== ''} toggle={toggle} setActive={setActive} />
+          {shown.map((v) => (
+            <Item
+              key={v.node.path}
+              v={v}
+              isOpen={v.node.children.length > 0 && (filter.trim() !== '' || open.has(v.node.path))}
+              selected={selected === v.node.path}
+              active={current?.node.path === v.node.path}
+              toggle={toggle}
+              setActive={setActive}
+            />
+          ))}
         </ul>
       )}
     </div>
   );
 }
 
-interface ItemsProps {
-  shown: Visible[];
-  from: number;
-  level: number;
-  selected: string | undefined;
-  active: string | undefined;
-  open: ReadonlySet<string>;
-  filtering: boolean;
+interface ItemProps {
+  v: Visible;
+  isOpen: boolean;
+  selected: boolean;
+  active: boolean;
   toggle(path: string, to: boolean): void;
   setActive(path: string): void;
 }
 
-/** The items of one level from `shown[from]` on, each with its open subtree in a `group`. */
-function Items(props: ItemsProps) {
-  const { shown, from, level, selected, active, open, filtering, toggle, setActive } = props;
+/**
+ * One set: the items are one flat list, each saying its level, position and siblings' number (as ARIA allows for a
+ * tree without groups), so an item's text is its own name only.
+ */
+function Item({ v, isOpen, selected, active, toggle, setActive }: ItemProps) {
   const { navigate } = useConsole();
-  const items = [];
-  for (let i = from; i < shown.length && shown[i]!.level >= level; i++) {
-    const v = shown[i]!;
-    if (v.level !== level) continue;
-    const { node } = v;
-    const hasChildren = node.children.length > 0;
-    const isOpen = hasChildren && (filtering || open.has(node.path));
-    const id = `set-${node.path === '' ? ':root' : node.path}`;
-    items.push(
-      <li
-        key={node.path}
-        role="treeitem"
-        data-path={node.path}
-        aria-labelledby={id}
-        aria-level={level}
-        aria-posinset={v.position}
-        aria-setsize={v.size}
-        aria-expanded={hasChildren ? isOpen : undefined}
-        aria-selected={selected === node.path}
-        tabIndex={active === node.path ? 0 : -1}
-        onFocus={(e) => e.target === e.currentTarget && setActive(node.path)}
-      >
-        <span class="tree-row" onClick={() => (setActive(node.path), navigate({ set: node.path }))}>
-          <span
-            class={`chevron${hasChildren ? '' : ' leaf'}`}
-            aria-hidden="true"
-            onClick={(e) => hasChildren && !filtering && (e.stopPropagation(), toggle(node.path, !isOpen))}
-          >
-            {hasChildren ? (isOpen ? '▾' : '▸') : ''}
-          </span>
-          <span id={id} class={node.held ? 'set-name' : 'set-name folder'}>
-            {node.name}
-            {!node.held && <span class="muted"> (no values)</span>}
-          </span>
-        </span>
-        {isOpen && (
-          <ul role="group">
-            <Items {...props} from={i + 1} level={level + 1} />
-          </ul>
-        )}
-      </li>,
-    );
-  }
-  return <>{items}</>;
+  const { node, level } = v;
+  const hasChildren = node.children.length > 0;
+  return (
+    <li
+      role="treeitem"
+      data-path={node.path}
+      style={{ paddingLeft: `${0.3 + (level - 1)}rem` }}
+      aria-level={level}
+      aria-posinset={v.position}
+      aria-setsize={v.size}
+      aria-expanded={hasChildren ? isOpen : undefined}
+      aria-selected={selected}
+      tabIndex={active ? 0 : -1}
+      onFocus={() => setActive(node.path)}
+      onClick={() => (setActive(node.path), navigate({ set: node.path }))}
+    >
+      <span class={`chevron${hasChildren ? '' : ' leaf'}`} aria-hidden="true" onClick={(e) => hasChildren && (e.stopPropagation(), toggle(node.path, !isOpen))}>
+        {hasChildren ? (isOpen ? '▾' : '▸') : ''}
+      </span>
+      <span class={node.held ? 'set-name' : 'set-name folder'}>
+        {node.name}
+        {!node.held && <span class="muted"> (no values)</span>}
+      </span>
+    </li>
+  );
 }
