@@ -181,8 +181,10 @@ export async function openPage(browser: Browser, origin: string): Promise<PageWa
     if (!u.startsWith(origin) && !u.startsWith('data:') && !u.startsWith('blob:')) watch.foreignRequests.push(u);
   });
   page.on('requestfailed', (r) => {
-    // A stream the page closes itself (navigation, sign-out) is aborted by design.
-    if (!/\/changes\?/.test(r.url())) watch.failedRequests.push(`${r.url()} ${r.failure()?.errorText ?? ''}`);
+    // A stream the page closes itself (navigation, sign-out) is aborted by design, and so is a read a view no longer
+    // needs (the reader moved on before it was answered: the view aborts it, net::ERR_ABORTED).
+    const error = r.failure()?.errorText ?? '';
+    if (!/\/changes\?/.test(r.url()) && error !== 'net::ERR_ABORTED') watch.failedRequests.push(`${r.url()} ${error}`);
   });
   return { ...watch, context };
 }
