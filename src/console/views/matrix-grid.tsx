@@ -10,6 +10,7 @@
  * refetch keeps it.
  */
 import { useEffect, useLayoutEffect, useMemo, useRef, useState } from 'preact/hooks';
+import type { VNode } from 'preact';
 import { setLabel } from '../components.js';
 import type { Matrix, MatrixCell } from './read-api.js';
 
@@ -85,7 +86,7 @@ function tipOf(matrix: Matrix, target: EventTarget | null): TipState | undefined
 }
 
 /** The rows in view: the scroll position and height of the scroller, and the measured height of a row. */
-function useWindow(rowCount: number) {
+function useWindow(rowCount: number, measureKey: unknown) {
   const scroller = useRef<HTMLDivElement>(null);
   const [rowHeight, setRowHeight] = useState(32);
   const [view, setView] = useState<Viewport>({ top: 0, height: 600 });
@@ -98,10 +99,11 @@ function useWindow(rowCount: number) {
     addEventListener('resize', measure);
     return () => removeEventListener('resize', measure);
   }, []);
+  // The height of a row, measured when the rows or the viewport change (zoom changes both): not at every scroll.
   useLayoutEffect(() => {
     const row = scroller.current?.querySelector<HTMLElement>('tbody tr[data-row]');
     if (row && row.offsetHeight > 0 && Math.abs(row.offsetHeight - rowHeight) > 0.5) setRowHeight(row.offsetHeight);
-  });
+  }, [rowCount, view.height, measureKey]);
   const first = Math.max(0, Math.floor(view.top / rowHeight) - OVERSCAN);
   const last = Math.min(rowCount, Math.ceil((view.top + view.height) / rowHeight) + OVERSCAN);
   /** Scrolls row `row` into view below the sticky header. */
@@ -115,16 +117,31 @@ function useWindow(rowCount: number) {
   return { scroller, rowHeight, view, first, last, measure, reveal };
 }
 
+/** The rows' vnodes, kept: a scroll renders only the rows that come into view (Preact skips a vnode it rendered). */
+function useRowCache(matrix: Matrix, rows: number[], changed: ReadonlySet<string>, settle: (id: string) => void) {
+  const cache = useMemo(() => new Map<number, { index: number; stop: number; vnode: VNode }>(), [matrix, rows, changed]);
+  return (k: number, index: number, stop: number): VNode => {
+    const hit = cache.get(k);
+    if (hit && hit.index === index && hit.stop === stop) return hit.vnode;
+    const vnode = <Row key={matrix.keys[k]} matrix={matrix} k={k} index={index} stop={stop} changed={changed} settle={settle} />;
+    cache.set(k, { index, stop, vnode });
+    return vnode;
+  };
+}
+
 /** The id of a cell for the change highlight: by names, which a refetch keeps (indexes move when a set appears). */
 export const cellId = (key: string, set: string): string => `${key}|${set}`;
 
 export function MatrixGrid({ matrix, rows, changed, settle, picked, pick, open }: GridProps) {
   const head = useRef<HTMLTableSectionElement>(null);
-  const win = useWindow(rows.length);
+  const win = useWindow(rows.length, matrix);
+  // Fixed column widths: a scroll lays out only the new rows, and no column changes width as rows come and go.
+  const keyWidth = useMemo(() => Math.min(32, 3 + matrix.keys.reduce((n, k) => Math.max(n, k.length), 3)), [matrix]);
   const { first, last, rowHeight } = win;
   const [active, setActive] = useState<{ key: string; set: string } | undefined>(undefined);
   const wantFocus = useRef(false);
   const tip = useMemo<{ set?: (tip: TipState | undefined) => void }>(() => ({}), []);
+  const rowOf = useRowCache(matrix, rows, changed, settle);
   const showTip = (target: EventTarget | null): void => tip.set?.(tipOf(matrix, target));
   const hideTip = (): void => tip.set?.(undefined);
 
@@ -178,10 +195,12 @@ export function MatrixGrid({ matrix, rows, changed, settle, picked, pick, open }
   };
 
   return (
+    <>
     <div class="matrix-scroll" ref={win.scroller} onScroll={() => (win.measure(), hideTip())}>
       <table
         role="grid"
         class="matrix"
+        style={{ width: `calc(${keyWidth}ch + ${matrix.sets.length} * var(--set-column))` }}
         aria-label={`Keys by sets (${rows.length} of ${matrix.keys.length} keys)`}
         aria-rowcount={rows.length + 1}
         aria-colcount={matrix.sets.length + 1}
@@ -191,19 +210,22 @@ export function MatrixGrid({ matrix, rows, changed, settle, picked, pick, open }
         onMouseOver={(e) => showTip(e.target)}
         onMouseLeave={hideTip}
       >
+        <colgroup>
+          <col style={{ width: `${keyWidth}ch` }} />
+          <col span={matrix.sets.length} class="set-column" />
+        </colgroup>
         <thead ref={head}>
           <HeaderRow matrix={matrix} picked={picked} pick={pick} />
         </thead>
         <tbody>
           {first > 0 && <tr class="spacer" aria-hidden="true" style={{ height: `${first * rowHeight}px` }} />}
-          {rows.slice(first, last).map((k, i) => (
-            <Row key={matrix.keys[k]} matrix={matrix} k={k} index={first + i} stop={first + i === r ? c : -1} changed={changed} settle={settle} />
-          ))}
+          {rows.slice(first, last).map((k, i) => rowOf(k, first + i, first + i === r ? c : -1))}
           {last < rows.length && <tr class="spacer" aria-hidden="true" style={{ height: `${(rows.length - last) * rowHeight}px` }} />}
         </tbody>
       </table>
-      <Tip handle={tip} />
     </div>
+    <Tip handle={tip} />
+    </>
   );
 }
 
@@ -249,7 +271,7 @@ function Row({ matrix, k, index, stop, changed, settle }: RowProps) {
   const key = matrix.keys[k]!;
   return (
     <tr data-row aria-rowindex={index + 2}>
-      <th scope="row" class="key">
+      <th scope="row" class="key" title={key}>
         {key}
       </th>
       {matrix.sets.map((set, s) => {
@@ -259,12 +281,12 @@ function Row({ matrix, k, index, stop, changed, settle }: RowProps) {
           <td
             key={set}
             data-cell={`${k}:${s}`}
+            aria-label={cellText(cell)}
             tabIndex={s === stop ? 0 : -1}
             class={`cell cell-${tone(cell.state)}${cell.inherited ? ' inherited' : ''}${changed.has(id) ? ' changed' : ''}`}
             onAnimationEnd={() => settle(id)}
           >
-            <span aria-hidden="true">{symbolOf(cell.state)}</span>
-            <span class="sr-only">{cellText(cell)}</span>
+            {symbolOf(cell.state)}
           </td>
         );
       })}
