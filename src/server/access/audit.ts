@@ -40,6 +40,8 @@ export interface AuditRecord {
   ended?: string;
   /** A write route (POST /upsert, POST /rollback, GET /history): the store, set, number of keys, dry run, outcome. */
   write?: WriteAudit;
+  /** A change stream (GET /changes): the store it follows (as asked for, until the route resolved it). */
+  changes?: { store: string | null };
 }
 
 /** The audit destination: a file of its own, or the server's logger, or stdout. */
@@ -145,5 +147,6 @@ function auditRecord(request: FastifyRequest, reply: FastifyReply, closedEarly: 
     ...(stream ? { events: watch.events, ms: Math.round(performance.now() - watch.opened) } : {}),
     ...(ended ? { ended } : {}),
     ...(request.cfguWrite ? { write: request.cfguWrite } : {}),
+    ...(request.cfguChanges ? { changes: request.cfguChanges } : {}),
   };
 }

@@ -38,6 +38,7 @@ import { fastifyOptions, serverLogger } from './fastify-options.js';
 import { problemAnswers } from './problem-answers.js';
 import { closeWhileDraining, requestBasics } from './request-basics.js';
 import { requestState } from './request-state.js';
+import { changesRoute } from './routes/changes.js';
 import { apiDocs, DOCS_ROUTES, openapiRoute } from './routes/docs.js';
 import { explainRoute } from './routes/explain.js';
 import { exportRoute } from './routes/export.js';
@@ -89,6 +90,7 @@ const ROUTES: Record<string, string[]> = {
   '/upsert': ['POST'],
   '/rollback': ['POST'],
   '/history': ['GET', 'HEAD'],
+  '/changes': ['GET', 'HEAD'],
 };
 
 export async function buildServer(options: BuildServerOptions): Promise<FastifyInstance> {
@@ -147,6 +149,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   await app.register(upsertRoute, writes);
   await app.register(rollbackRoute, writes);
   await app.register(historyRoute, writes);
+  await app.register(changesRoute, { settings, registry, defaultStore, holder: credentials.holder, watch });
   if (settings.docs.enabled) await app.register(openapiRoute);
 
   await app.ready();

@@ -40,6 +40,8 @@ declare module 'fastify' {
     cfguAuditClient: string;
     /** A write route's request, for its audit line (never a value). */
     cfguWrite: WriteAudit | null;
+    /** A change stream's request (GET /changes), for its audit line: the store it follows. */
+    cfguChanges: { store: string | null } | null;
   }
   interface FastifyContextConfig {
     /**
@@ -66,6 +68,7 @@ export const requestState = fp<{ state: CfguState }>(async (app, { state }) => {
   app.decorateRequest('cfguAuditClient', '');
   app.decorateRequest('cfguWatch', null);
   app.decorateRequest('cfguWrite', null);
+  app.decorateRequest('cfguChanges', null);
 });
 
 /** What the audit line of a write route says of the request: never a value. */
