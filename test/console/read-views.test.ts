@@ -476,6 +476,13 @@ test('1,000 keys by 50 sets: only the rows in view are rendered; the scroll, the
     await page.getByRole('checkbox', { name: 'Only problems' }).check();
     await page.waitForFunction((n) => document.querySelector('[role=grid]')?.getAttribute('aria-rowcount') === String(n + 1), problems);
     assert.ok((await rendered()) < 80);
+
+    // The parents of the sets hold no value: shown all the same, and selectable (their values are the root's).
+    const parent = page.locator('[data-path="r3"]');
+    assert.equal(await parent.locator('.set-name').innerText(), 'r3 (no values)');
+    await parent.click();
+    await page.waitForFunction(() => new URL(location.href).searchParams.get('set') === 'r3');
+    assert.equal(await parent.getAttribute('aria-selected'), 'true');
     assertClean(w, SIGN_IN_401);
     await w.context.close();
   } finally {

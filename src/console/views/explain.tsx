@@ -17,11 +17,11 @@ export function ValueText({ value, withheld }: ExplainedInput) {
 }
 
 const ORIGINS: Record<Origin, string> = {
-  store: 'stored at a set',
-  default: "the key's default",
-  const: 'computed by its const',
-  override: "the request's override",
-  empty: 'nothing: the key has no value',
+  store: 'Value stored at',
+  default: "Value from the key's default",
+  const: 'Value computed by its const',
+  override: "Value from the request's override",
+  empty: 'No value',
 };
 
 /** Where a value came from, in a word or a set path (the FROM column). */
@@ -74,7 +74,7 @@ function Const({ k }: { k: KeyExplanation }) {
         <ul class="reads">
           {k.const.reads.map((r) => (
             <li key={r.key}>
-              reads <code>{r.key}</code> = <ValueText {...r} /> <span class="muted">({originLabel(r.origin, undefined)})</span>
+              reads <code>{r.key}</code> = <ValueText {...r} /> <span class="muted">({r.origin})</span>
             </li>
           ))}
         </ul>
@@ -108,7 +108,7 @@ export function Explanation({ k, hierarchy }: { k: KeyExplanation; hierarchy: re
   return (
     <div class="why">
       <p>
-        Value from {ORIGINS[k.origin]}
+        {ORIGINS[k.origin]}
         {k.origin === 'store' ? <strong> {setLabel(k.set)}</strong> : ''}. Sets read: {hierarchy.map(setLabel).join(' › ')}.
       </p>
       <Candidates k={k} />

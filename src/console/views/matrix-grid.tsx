@@ -231,12 +231,12 @@ export function MatrixGrid({ matrix, rows, changed, settle, picked, pick, open }
 
 function HeaderRow({ matrix, picked, pick }: Pick<GridProps, 'matrix' | 'picked' | 'pick'>) {
   return (
-    <tr aria-rowindex={1}>
-      <th scope="col" class="corner">
+    <tr role="row" aria-rowindex={1}>
+      <th scope="col" role="columnheader" class="corner">
         Key
       </th>
       {matrix.sets.map((set, s) => (
-        <th key={set} scope="col" class="set-head">
+        <th key={set} scope="col" role="columnheader" class="set-head">
           <label>
             <input type="checkbox" checked={picked.includes(set)} onChange={(e) => pick(set, (e.target as HTMLInputElement).checked)} />
             <span class="sr-only">Compare </span>
@@ -270,8 +270,8 @@ interface RowProps {
 function Row({ matrix, k, index, stop, changed, settle }: RowProps) {
   const key = matrix.keys[k]!;
   return (
-    <tr data-row aria-rowindex={index + 2}>
-      <th scope="row" class="key" title={key}>
+    <tr data-row role="row" aria-rowindex={index + 2}>
+      <th scope="row" role="rowheader" class="key" title={key}>
         {key}
       </th>
       {matrix.sets.map((set, s) => {
@@ -280,6 +280,7 @@ function Row({ matrix, k, index, stop, changed, settle }: RowProps) {
         return (
           <td
             key={set}
+            role="gridcell"
             data-cell={`${k}:${s}`}
             aria-label={cellText(cell)}
             tabIndex={s === stop ? 0 : -1}

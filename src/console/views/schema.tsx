@@ -89,7 +89,7 @@ function ValueTable({ answer, changed, settle }: { answer: Answer; changed: Read
       if (e.key === '/' && !typing(e.target) && !e.ctrlKey && !e.metaKey && !e.altKey) {
         e.preventDefault();
         filterBox.current?.focus();
-      } else if (e.key === 'Escape' && open.length > 0 && !(e.target instanceof HTMLSelectElement)) {
+      } else if (e.key === 'Escape' && open.length > 0 && !typing(e.target)) {
         const last = open[open.length - 1]!;
         setOpen(open.slice(0, -1));
         table.current?.querySelector<HTMLElement>(`[data-why="${CSS.escape(last)}"]`)?.focus();
