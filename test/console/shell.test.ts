@@ -113,8 +113,12 @@ test('the store and schema selects: another store is another tree and other valu
   await page.waitForFunction(() => /\d+ not passing/.test(document.querySelector('.values-tools')?.textContent ?? ''));
   const states = await page.$$eval('table.values tbody tr', (trs) => trs.map((tr) => [tr.querySelector('th code')!.textContent, tr.querySelectorAll('td')[1]!.textContent]));
   assert.deepEqual(states, Object.entries(APP_SCHEMA.keys).map(([key, d]) => [key, 'default' in d ? 'default' : 'const' in d ? 'const' : '(empty)']));
+  await page.getByRole('link', { name: 'Matrix' }).click();
+  await page.getByText('The store holds no value at any set yet').waitFor();
   await store.selectOption('main');
   await page.waitForFunction(() => document.querySelectorAll('[role=treeitem]').length === 5);
+  await page.getByRole('grid').waitFor();
+  assert.equal(param(page, 'store'), 'main');
   assertClean(w, SIGN_IN_401);
   await w.context.close();
 });

@@ -76,6 +76,8 @@ function MatrixOf({ schema }: { schema: string }) {
             <Loading what="the matrix" />
           ) : a.matrix === undefined ? (
             <p>Your credential may read no set of this store{a.withheld > 0 ? ` (${a.withheld} hidden by your scope)` : ''}.</p>
+          ) : a.matrix.sets.length === 0 ? (
+            <p>The store holds no value at any set yet: there is nothing to compare.</p>
           ) : (
             <MatrixBody matrix={a.matrix} withheld={a.withheld} changed={changed} settle={settle} />
           )
