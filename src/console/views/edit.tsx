@@ -7,17 +7,17 @@
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import type { KeyDeclaration, SchemaDocument } from '../api.js';
-import { Masked, Show, setLabel, useLoad } from '../components.js';
+import { Masked, Show, setLabel } from '../components.js';
 import { useConsole } from '../context.js';
 import { useWriteFlow, WritePanel, type Send } from './impact.js';
-import { hierarchyOf, upsert, useTouched, valuesAt, writeRights, type KeyAtSet, type WriteRights } from './write-api.js';
+import { hierarchyOf, upsert, useLatest, useTouched, valuesAt, writeRights, type KeyAtSet, type WriteRights } from './write-api.js';
 import './edit.css';
 
 export function EditView() {
   const { api, session, store, route } = useConsole();
   const schemaName = route.schema;
   const set = route.set ?? '';
-  const schema = useLoad((signal) => (schemaName ? api.request<SchemaDocument>(`/schemas/${encodeURIComponent(schemaName)}`, { signal }) : Promise.resolve(undefined)), [schemaName]);
+  const schema = useLatest(() => (schemaName ? api.schema(schemaName) : Promise.resolve(undefined)), [schemaName]);
   if (!store) return null;
   // What the grants refuse for the whole set is said before anything else is read.
   const refused = writeRights(session, store, set, undefined).refused;
@@ -84,7 +84,7 @@ function Editor({ schema, schemaName, set, rights }: EditorProps) {
   const [edits, setEdits] = useState<Record<string, Edit>>({});
   const [reloads, setReloads] = useState(0);
   const touched = useTouched(changes, hierarchyOf(set));
-  const loaded = useLoad((signal) => valuesAt(api, store!.name, set, schemaName, signal), [reloads, touched]);
+  const loaded = useLatest(() => valuesAt(api, store!.name, set, schemaName), [reloads, touched]);
   const values = loaded.state === 'done' ? loaded.value : undefined;
   const flash = useFlash(values);
 

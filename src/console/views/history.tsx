@@ -60,22 +60,26 @@ function Revisions({ set }: { set: string }) {
     setLoaded({ records, ...(next !== undefined ? { next } : {}), fresh });
   };
 
+  const latest = useRef(0);
   useEffect(() => {
-    const abort = new AbortController();
-    history(api, filter, abort.signal).then(
+    // A newer load supersedes this one: its answer is dropped (never aborted: see useLatest).
+    const mine = ++latest.current;
+    history(api, filter).then(
       (page) => {
+        if (mine !== latest.current) return;
         const before = last.current?.filter === filterKey ? last.current : undefined;
-        const top = before?.records[0]?.revision ?? Infinity;
+        // Highlighted: what is newer than the last load showed (nothing on the first load).
+        const top = before ? (before.records[0]?.revision ?? 0) : Infinity;
         // The newest page on top of the older pages the user already read ("Older"), which stay.
         const bottom = page.records.at(-1)?.revision ?? 0;
         const kept = before && page.next !== undefined ? before.records.filter((r) => r.revision < bottom) : [];
         const fresh = new Set(page.records.filter((r) => r.revision > top).map((r) => r.revision));
         show([...page.records, ...kept], kept.length ? before!.next : page.next, fresh);
       },
-      (e) => !abort.signal.aborted && (e as Error)?.name !== 'AbortError' && setLoaded(problemOf(e)),
+      (e) => mine === latest.current && setLoaded(problemOf(e)),
     );
-    return () => abort.abort();
   }, [filterKey, touched, reloads]);
+  useEffect(() => () => void (latest.current = -1), []);
 
   const loadOlder = async (): Promise<void> => {
     if (!loaded || 'status' in loaded || loaded.next === undefined) return;

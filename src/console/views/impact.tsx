@@ -116,7 +116,7 @@ export function ChangesTable({ changes, hidden, caption }: { changes: Change[]; 
 const STATUS: Record<string, [string, string, string]> = {
   breaks: ['✗', 'breaks', 'state-failing'],
   fixes: ['✓', 'fixes', 'state-ok'],
-  changes: ['~', 'changes', 'impact-changes'],
+  changes: ['~', 'changes', 'effect-changes'],
   unchanged: ['=', 'unchanged', 'muted'],
 };
 

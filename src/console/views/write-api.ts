@@ -6,6 +6,7 @@
  */
 import { useEffect, useRef, useState } from 'preact/hooks';
 import type { Api, KeyDeclaration, SchemaDocument, Session, StoreInfo } from '../api.js';
+import { problemOf, type Loaded } from '../components.js';
 import { touches, type Changes } from '../context.js';
 
 /** A value as a write's answer or the history shows it: null when absent, `{hidden: true}` when not shown. */
@@ -90,10 +91,10 @@ export interface HistoryQuery {
   limit?: number;
 }
 
-export function history(api: Api, query: HistoryQuery, signal?: AbortSignal): Promise<HistoryPage> {
+export function history(api: Api, query: HistoryQuery): Promise<HistoryPage> {
   const q = new URLSearchParams();
   for (const [name, value] of Object.entries(query)) if (value !== undefined && value !== '') q.set(name, String(value));
-  return api.request(`/history?${q.toString()}`, signal ? { signal } : {});
+  return api.request(`/history?${q.toString()}`);
 }
 
 /** The records of a set newer than `revision` (the changes a conflict is about), newest first. */
@@ -131,14 +132,16 @@ export interface KeyAtSet {
 function inheritedWords(k: ExplainedKey, set: string): string {
   if (k.origin === 'const') return `computed: ${k.withheld ? '(hidden)' : JSON.stringify(k.value ?? '')}`;
   const from = k.candidates.filter((c) => c.set !== set).pop();
-  if (from) return `${from.withheld ? '(hidden)' : JSON.stringify(from.value ?? '')} from ${from.set || '(root)'}`;
+  const words = (c: { value?: string; withheld?: string }): string =>
+    c.withheld === 'scope' ? 'a value your scope may not read' : c.withheld ? '(hidden)' : JSON.stringify(c.value ?? '');
+  if (from) return `${words(from)} from ${from.set || '(root)'}`;
   if (k.default) return `default ${k.default.withheld ? '(hidden)' : JSON.stringify(k.default.value ?? '')}`;
   return 'no value';
 }
 
 /** Every key of the schema at `set`: its own stored value and what it inherits. */
-export async function valuesAt(api: Api, store: string, set: string, schema: string, signal?: AbortSignal): Promise<Map<string, KeyAtSet>> {
-  const answer = await api.request<ExplainAnswer>('/explain', { method: 'POST', body: [{ store, set, schema }], ...(signal ? { signal } : {}) });
+export async function valuesAt(api: Api, store: string, set: string, schema: string): Promise<Map<string, KeyAtSet>> {
+  const answer = await api.request<ExplainAnswer>('/explain', { method: 'POST', body: [{ store, set, schema }] });
   const values = new Map<string, KeyAtSet>();
   for (const k of answer.explanations[0]?.keys ?? []) {
     if (!k.declared) continue;
@@ -250,4 +253,23 @@ export function hierarchyOf(set: string): string[] {
   if (set === '') return [''];
   const parts = set.split('/');
   return ['', ...parts.map((_, i) => parts.slice(0, i + 1).join('/'))];
+}
+
+/**
+ * Runs `load` whenever one of `inputs` changes and keeps its last answer while the next loads, like useLoad; but an
+ * answer that a newer load superseded is dropped rather than its request aborted (an aborted fetch is a failed
+ * request in the browser's log, and a refetch after a change notice often overlaps the one after a save).
+ */
+export function useLatest<T>(load: () => Promise<T>, inputs: unknown[]): Loaded<T> {
+  const [loaded, setLoaded] = useState<Loaded<T>>({ state: 'loading' });
+  const latest = useRef(0);
+  useEffect(() => {
+    const mine = ++latest.current;
+    load().then(
+      (value) => mine === latest.current && setLoaded({ state: 'done', value }),
+      (e) => mine === latest.current && setLoaded({ state: 'failed', problem: problemOf(e) }),
+    );
+  }, inputs);
+  useEffect(() => () => void (latest.current = -1), []);
+  return loaded;
 }
