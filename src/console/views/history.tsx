@@ -35,6 +35,9 @@ function localInput(iso: string | undefined): string {
   return `${d.getFullYear()}-${p(d.getMonth() + 1)}-${p(d.getDate())}T${p(d.getHours())}:${p(d.getMinutes())}`;
 }
 
+/** Revisions per page: a screenful or two of a dense table ("Older" reads the next). */
+const PAGE = 25;
+
 const isoOf = (local: string): string => (local === '' ? '' : new Date(local).toISOString());
 
 interface Loaded {
@@ -64,7 +67,7 @@ function Revisions({ set }: { set: string }) {
   useEffect(() => {
     // A newer load supersedes this one: its answer is dropped (never aborted: see useLatest).
     const mine = ++latest.current;
-    history(api, filter).then(
+    history(api, { ...filter, limit: PAGE }).then(
       (page) => {
         if (mine !== latest.current) return;
         const before = last.current?.filter === filterKey ? last.current : undefined;
@@ -85,7 +88,7 @@ function Revisions({ set }: { set: string }) {
     if (!loaded || 'status' in loaded || loaded.next === undefined) return;
     setOlder('loading');
     try {
-      const page = await history(api, { ...filter, before: loaded.next });
+      const page = await history(api, { ...filter, limit: PAGE, before: loaded.next });
       show([...loaded.records, ...page.records.filter((r) => !loaded.records.some((o) => o.revision === r.revision))], page.next, new Set());
       setOlder('idle');
     } catch (e) {
