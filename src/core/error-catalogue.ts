@@ -10,6 +10,7 @@ import {
   BudgetExceededError,
   CfguError,
   ConfigurationError,
+  ConsoleLoopbackOnlyError,
   ErrorCodes,
   ForbiddenError,
   InputError,
@@ -64,6 +65,7 @@ export const PROBLEM_TYPES = {
   revisionConflict: 'urn:cfgu:problem:revision-conflict',
   writeBreaks: 'urn:cfgu:problem:write-breaks',
   readOnlyStore: 'urn:cfgu:problem:read-only-store',
+  consoleLoopbackOnly: 'urn:cfgu:problem:console-loopback-only',
   blank: 'about:blank',
 } as const;
 
@@ -276,6 +278,10 @@ export const ERROR_CATALOGUE: Readonly<Record<ErrorCode, Readonly<CatalogueEntry
   }),
   [ErrorCodes.WRITE_FORBIDDEN]: row(WriteForbiddenError, 'WriteForbiddenError', {
     http: { status: 403, type: T.forbidden, title: 'Forbidden', members: (e) => ({ store: e.store, set: e.set, right: e.right, keys: e.keys }) },
+    exit: EXIT_USAGE,
+  }),
+  [ErrorCodes.CONSOLE_LOOPBACK_ONLY]: row(ConsoleLoopbackOnlyError, 'ConsoleLoopbackOnlyError', {
+    http: { status: 403, type: T.consoleLoopbackOnly, title: 'Console on Loopback Only' },
     exit: EXIT_USAGE,
   }),
   [ErrorCodes.INVALID_CONFIGURATION]: row(ConfigurationError, 'ConfigurationError', {

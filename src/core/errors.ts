@@ -78,6 +78,8 @@ export const ErrorCodes = {
   READ_ONLY_STORE: 'CFGU_READ_ONLY_STORE',
   /** A valid credential without the right to write (or to break) the keys of a write; nothing was written. */
   WRITE_FORBIDDEN: 'CFGU_WRITE_FORBIDDEN',
+  /** The browser console was asked for from an address other than loopback while authentication is off. */
+  CONSOLE_LOOPBACK_ONLY: 'CFGU_CONSOLE_LOOPBACK_ONLY',
 } as const;
 
 export type ErrorCode = (typeof ErrorCodes)[keyof typeof ErrorCodes];
@@ -342,6 +344,21 @@ export class WriteForbiddenError extends CfguError {
     this.set = set;
     this.right = right;
     this.keys = keys;
+  }
+}
+
+/**
+ * The browser console (GET /console) asked for by a client that is not on this host while authentication is off:
+ * without a credential to ask for, the console is served on loopback only.
+ */
+export class ConsoleLoopbackOnlyError extends CfguError {
+  constructor() {
+    super(
+      ErrorCodes.CONSOLE_LOOPBACK_ONLY,
+      'without authentication the console is served to loopback clients only (127.0.0.0/8, ::1); open it on this host, or turn ' +
+        'authentication on (interface.proxy.auth.enabled with a key or credential, or CONFIGU_AUTH_ENABLED) to serve it to other addresses',
+    );
+    this.name = 'ConsoleLoopbackOnlyError';
   }
 }
 

@@ -17,6 +17,7 @@ import {
   WriteForbiddenError,
   CfguError,
   ConfigurationError,
+  ConsoleLoopbackOnlyError,
   ERROR_CATALOGUE,
   ErrorCodes,
   ForbiddenError,
@@ -73,6 +74,7 @@ const samples: Record<ErrorCode, CfguError> = {
   [ErrorCodes.WRITE_BREAKS]: new WriteBreaksError([{ schema: 'app', set: 'prod', status: 'breaks', changed: ['A'], failures: [{ key: 'A', rule: 'enum', message: 'bad' }] }]),
   [ErrorCodes.READ_ONLY_STORE]: new ReadOnlyStoreError('main'),
   [ErrorCodes.WRITE_FORBIDDEN]: new WriteForbiddenError('main', 'prod', 'write', ['A']),
+  [ErrorCodes.CONSOLE_LOOPBACK_ONLY]: new ConsoleLoopbackOnlyError(),
 };
 
 test('every error code has one entry, and every CfguError class has entries', () => {

@@ -16,6 +16,7 @@ import {
   WriteForbiddenError,
   CfguError,
   ConfigurationError,
+  ConsoleLoopbackOnlyError,
   ERROR_CATALOGUE,
   ErrorCodes,
   EXIT_FAILED,
@@ -282,6 +283,19 @@ const cases: Record<ErrorCode, { error: CfguError; reply: ProblemReply; exit: nu
     },
     exit: 2,
     lines: ['cfgu eval: this credential may not write key "A" of set "prod" in store "main"; nothing was written'],
+  },
+  [ErrorCodes.CONSOLE_LOOPBACK_ONLY]: {
+    error: new ConsoleLoopbackOnlyError(),
+    reply: {
+      problem: {
+        type: 'urn:cfgu:problem:console-loopback-only',
+        title: 'Console on Loopback Only',
+        status: 403,
+        detail: 'without authentication the console is served to loopback clients only (127.0.0.0/8, ::1); open it on this host, or turn authentication on (interface.proxy.auth.enabled with a key or credential, or CONFIGU_AUTH_ENABLED) to serve it to other addresses',
+      },
+    },
+    exit: 2,
+    lines: ['cfgu eval: without authentication the console is served to loopback clients only (127.0.0.0/8, ::1); open it on this host, or turn authentication on (interface.proxy.auth.enabled with a key or credential, or CONFIGU_AUTH_ENABLED) to serve it to other addresses'],
   },
   [ErrorCodes.INVALID_CONFIGURATION]: {
     error: new ConfigurationError('is not an object', join(process.cwd(), 'conf', '.configu'), 'stores'),

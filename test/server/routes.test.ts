@@ -535,7 +535,7 @@ describe('docs', () => {
     assert.equal(r.statusCode, 200);
     const doc = r.json();
     assert.equal(doc.openapi, '3.1.0');
-    assert.deepEqual(Object.keys(doc.paths).sort(), ['/explain', '/export', '/history', '/live', '/matrix', '/ready', '/rollback', '/schemas', '/schemas/{name}', '/upsert']);
+    assert.deepEqual(Object.keys(doc.paths).sort(), ['/explain', '/export', '/history', '/live', '/matrix', '/ready', '/rollback', '/schemas', '/schemas/{name}', '/session', '/sets', '/stores', '/upsert']);
     const matrix = doc.paths['/matrix'].post;
     assert.ok(matrix.requestBody.content['application/json'].schema);
     for (const s of ['200', '400', '401', '403', '405', '413', '415', '422', '500', '503']) assert.ok(matrix.responses[s], `/matrix response ${s}`);

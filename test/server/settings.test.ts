@@ -48,6 +48,7 @@ describe('resolveSettings', () => {
       log: { enabled: true, probes: false },
       metrics: { enabled: true, key: undefined },
       docs: { enabled: true, public: false },
+      console: { enabled: true },
       limits: {
         bodyBytes: 1048576,
         commands: 50,
@@ -148,7 +149,7 @@ describe('resolveSettings', () => {
     fails({ flags: { workers: '0' } }, '--workers', /from 1 to 1024/);
     fails({ file: FILE, fileSettings: { http: { port: 'abc' } } }, 'interface.proxy.http.port', /^interface\.proxy\.http\.port: must be a whole number/, FILE);
     fails({ file: FILE, fileSettings: { http: { prot: 1 } } }, 'interface.proxy.http.prot', /^interface\.proxy\.http\.prot: unknown property "prot" \(did you mean "port"\? allowed here: port, host, tls, allowedOrigins, trustProxy, headersTimeoutMs, requestTimeoutMs, idleTimeoutMs, maxConnectionsPerClient\)$/, FILE);
-    fails({ file: FILE, fileSettings: { htttp: {} } }, 'interface.proxy.htttp', /^interface\.proxy\.htttp: unknown property "htttp" \(did you mean "http"\? allowed here: http, auth, audit, rateLimit, log, metrics, docs, limits, shutdown, workers, watch\)$/, FILE);
+    fails({ file: FILE, fileSettings: { htttp: {} } }, 'interface.proxy.htttp', /^interface\.proxy\.htttp: unknown property "htttp" \(did you mean "http"\? allowed here: http, auth, audit, rateLimit, log, metrics, docs, console, limits, shutdown, workers, watch\)$/, FILE);
     fails({ file: FILE, fileSettings: 'x' }, 'interface.proxy', /must be an object/, FILE);
     fails({ env: { CONFIGU_AUTH_ENABLED: 'maybe' } }, 'CONFIGU_AUTH_ENABLED', /must be true or false/);
     fails({ env: { CONFIGU_AUTH_ENABLED: 'true' } }, 'CONFIGU_AUTH_ENABLED', /no preshared key is set/);

@@ -10,7 +10,7 @@ import fp from 'fastify-plugin';
 import { pino, type Logger } from 'pino';
 import { stdoutDestination } from '../observe/logger.js';
 import type { EvalCommandInput, StoreResolver } from '../../core/index.js';
-import type { WriteAudit } from '../http/request-state.js';
+import type { LookupAudit, WriteAudit } from '../http/request-state.js';
 import type { AuditSettings } from './access-settings.js';
 import { ANONYMOUS } from './credentials.js';
 
@@ -40,6 +40,8 @@ export interface AuditRecord {
   ended?: string;
   /** A write route (POST /upsert, POST /rollback, GET /history): the store, set, number of keys, dry run, outcome. */
   write?: WriteAudit;
+  /** GET /session, GET /stores, GET /sets: the route, the store and what the answer listed. */
+  lookup?: LookupAudit;
 }
 
 /** The audit destination: a file of its own, or the server's logger, or stdout. */
@@ -145,5 +147,6 @@ function auditRecord(request: FastifyRequest, reply: FastifyReply, closedEarly: 
     ...(stream ? { events: watch.events, ms: Math.round(performance.now() - watch.opened) } : {}),
     ...(ended ? { ended } : {}),
     ...(request.cfguWrite ? { write: request.cfguWrite } : {}),
+    ...(request.cfguLookup ? { lookup: request.cfguLookup } : {}),
   };
 }

@@ -3,12 +3,15 @@
  * the onRequest hook that sets `request.cfguPrincipal` or answers 401. It runs after the request basics
  * (../http/request-basics.ts) and before the body is read, so a request without a valid credential is refused
  * before its body is parsed. Open without a credential: `/live`, `/ready`, a route served with its own key
- * (`/metrics` with a metrics key), CORS preflights, and the docs when `docs.public` says so.
+ * (`/metrics` with a metrics key), CORS preflights, the docs when `docs.public` says so, and the console's files
+ * (`/console`, `/console/`, `/console/assets/...`, when `console.enabled`: they hold no data; the page sends a token
+ * with each of its API calls).
  */
 import fp from 'fastify-plugin';
 import { ConfigurationError } from '../../core/errors.js';
 import { PROBLEM_CONTENT_TYPE, unauthorizedReply } from '../http/problem.js';
 import { pathOf } from '../http/request-basics.js';
+import { isConsolePath } from '../http/routes/console.js';
 import type { ServerSettings } from '../process/settings.js';
 import { createAuthenticator, type AuthResult } from './credentials.js';
 import type { KeyLabels } from './key-labels.js';
@@ -58,12 +61,14 @@ export const authentication = fp<AuthenticationOptions>(async (app, { holder, se
   if (!settings.auth.enabled) return;
   const docsOpen = settings.docs.public;
   const corsOn = settings.http.allowedOrigins.length > 0;
+  const consoleOpen = settings.console.enabled;
   const isOpen = (method: string, path: string): boolean =>
     path === '/live' ||
     path === '/ready' ||
     ownKey(path) ||
     (corsOn && method === 'OPTIONS') ||
-    (docsOpen && (path === '/openapi.json' || path === '/docs' || path.startsWith('/docs/')));
+    (docsOpen && (path === '/openapi.json' || path === '/docs' || path.startsWith('/docs/'))) ||
+    (consoleOpen && isConsolePath(path));
 
   app.addHook('onRequest', (request, reply, done) => {
     const authenticator = holder.authenticator;

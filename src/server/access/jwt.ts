@@ -151,7 +151,7 @@ export function createJwtVerifier(jwt: JwtSettings, keyLabels: KeyLabels): JwtVe
 
   const principalOf = (payload: JWTPayload): Principal => {
     const granted = grants.filter(({ grant }) => claimValues(payload, grant.claim).includes(grant.value)).map((g) => g.compiled);
-    return { kind: 'jwt', subject: payload.sub!, identity: `jwt:${payload.sub}`, grants: granted, metrics: granted.some((g) => g.metrics) };
+    return { kind: 'jwt', subject: payload.sub!, identity: `jwt:${payload.sub}`, grants: granted, metrics: granted.some((g) => g.metrics), expiresAt: payload.exp! };
   };
 
   return {

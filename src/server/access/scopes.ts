@@ -31,8 +31,24 @@ export interface Grant {
   breaking?: boolean;
 }
 
+/**
+ * A grant as the operator wrote it, for `GET /session`: only what it allows, never the credential it belongs to (no
+ * name, token hash or JWT claim).
+ */
+export interface WrittenGrant {
+  stores: readonly string[];
+  sets: readonly string[];
+  keys?: readonly string[];
+  labels?: readonly string[];
+  write: boolean;
+  breaking: boolean;
+  metrics: boolean;
+}
+
 /** A grant compiled for matching. */
 export interface CompiledGrant {
+  /** The grant as written (GET /session shows it). */
+  written: WrittenGrant;
   anyStore: boolean;
   stores: ReadonlySet<string>;
   sets: RegExp[];
@@ -48,9 +64,10 @@ export interface CompiledGrant {
   breaking: boolean;
 }
 
+/** `expiresAt` (a JWT's): its `exp`, in seconds since the epoch (without the clock skew the server allows). */
 export type Principal =
   | { kind: 'anonymous' | 'preshared'; subject: string | null; identity: string; grants: 'all' }
-  | { kind: 'credential' | 'jwt'; subject: string; identity: string; grants: readonly CompiledGrant[]; metrics: boolean };
+  | { kind: 'credential' | 'jwt'; subject: string; identity: string; grants: readonly CompiledGrant[]; metrics: boolean; expiresAt?: number };
 
 /** Who a request is for, or why there is none (the reason and its log level are for the operator, never the client). */
 export type AuthResult = { principal: Principal } | { reason: string; level?: 'warn' | 'error' };
@@ -99,7 +116,17 @@ export function compileKeyPattern(pattern: string): RegExp {
 
 /** Compile a grant; `keyLabels` is the label table of the server's schemas (labels grant nothing without one). */
 export function compileGrant(g: Grant, keyLabels: KeyLabels = NO_KEY_LABELS): CompiledGrant {
+  const written: WrittenGrant = Object.freeze({
+    stores: Object.freeze([...g.stores]),
+    sets: Object.freeze([...g.sets]),
+    ...(g.keys ? { keys: Object.freeze([...g.keys]) } : {}),
+    ...(g.labels ? { labels: Object.freeze([...g.labels]) } : {}),
+    write: g.write === true,
+    breaking: g.write === true && g.breaking === true,
+    metrics: g.metrics === true,
+  });
   return {
+    written,
     anyStore: g.stores.includes('*'),
     stores: new Set(g.stores),
     sets: g.sets.map((s) => {

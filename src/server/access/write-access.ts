@@ -44,3 +44,8 @@ export function mayReadSet(principal: Principal, store: string, set: string): bo
   const grants = grantsFor(principal, store, set);
   return !grants || grants.length > 0;
 }
+
+/** Whether some grant of the principal may write somewhere in a store (full access: yes); GET /stores says so. */
+export function mayWriteStore(principal: Principal, store: string): boolean {
+  return principal.grants === 'all' || principal.grants.some((g) => g.write && (g.anyStore || g.stores.has(store)));
+}

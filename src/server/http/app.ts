@@ -38,6 +38,8 @@ import { fastifyOptions, serverLogger } from './fastify-options.js';
 import { problemAnswers } from './problem-answers.js';
 import { closeWhileDraining, requestBasics } from './request-basics.js';
 import { requestState } from './request-state.js';
+import { defaultConsoleDir, loadConsoleFiles } from './console-files.js';
+import { CONSOLE_ROUTES, consoleRoutes } from './routes/console.js';
 import { apiDocs, DOCS_ROUTES, openapiRoute } from './routes/docs.js';
 import { explainRoute } from './routes/explain.js';
 import { exportRoute } from './routes/export.js';
@@ -47,6 +49,7 @@ import { metricsRoute } from './routes/metrics.js';
 import { SCHEMA_ROUTES, schemaRoutes } from './routes/schemas.js';
 import { historyRoute } from './routes/history.js';
 import { rollbackRoute } from './routes/rollback.js';
+import { SESSION_ROUTES, sessionRoutes } from './routes/session.js';
 import { upsertRoute } from './routes/upsert.js';
 import { cfguSchema, evalCommandSchema, problemSchema } from './schemas.js';
 
@@ -76,6 +79,8 @@ export interface BuildServerOptions {
    * their files). Default: none.
    */
   schemas?: NamedSchemas;
+  /** The browser console's files (index.html, assets/), read once; default: dist/console of the package. */
+  consoleDir?: string;
 }
 
 /** The routes the app itself serves, with their methods (for 405 and `Allow`). */
@@ -89,6 +94,7 @@ const ROUTES: Record<string, string[]> = {
   '/upsert': ['POST'],
   '/rollback': ['POST'],
   '/history': ['GET', 'HEAD'],
+  ...SESSION_ROUTES,
 };
 
 export async function buildServer(options: BuildServerOptions): Promise<FastifyInstance> {
@@ -99,6 +105,10 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   const logger = serverLogger(options.logger, settings);
   const app = Fastify(fastifyOptions(settings, logger)) as unknown as FastifyInstance;
   const schemas = options.schemas ?? NamedSchemas.empty();
+  // The console's files, read (and compressed, off the main thread) while the app is put together: a request reads no file.
+  const loadingConsole = settings.console.enabled ? loadConsoleFiles(options.consoleDir ?? defaultConsoleDir()) : undefined;
+  // Not awaited until the routes are registered; a failure is not left unhandled meanwhile.
+  loadingConsole?.catch(() => undefined);
 
   // Watch evaluations are counted and traced like requests (`observation` is made below, before any request).
   const watch = new WatchHub({
@@ -134,7 +144,8 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   // One budget per kind and identity (`credential:<name>`, `jwt:<sub>`, `preshared:<n>`, `ip:<address>`): a JWT whose
   // `sub` is a credential's name never spends that credential's budget.
   await registerRateLimit(app, settings.rateLimit, (request) => budgetKey(request.cfguPrincipal, request.ip), logger);
-  await app.register(problemAnswers, { routes: { ...ROUTES, ...observation.routes, ...(settings.docs.enabled ? DOCS_ROUTES : {}) } });
+  const optional = { ...(settings.docs.enabled ? DOCS_ROUTES : {}), ...(loadingConsole ? CONSOLE_ROUTES : {}) };
+  await app.register(problemAnswers, { routes: { ...ROUTES, ...observation.routes, ...optional } });
   if (settings.docs.enabled) await app.register(apiDocs, { settings });
 
   await app.register(exportRoute, { settings, defaultStore, holder: credentials.holder, observation, watch, schemas });
@@ -147,6 +158,8 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   await app.register(upsertRoute, writes);
   await app.register(rollbackRoute, writes);
   await app.register(historyRoute, writes);
+  await app.register(sessionRoutes, { settings, registry, defaultStore });
+  if (loadingConsole) await app.register(consoleRoutes, { settings, files: await loadingConsole });
   if (settings.docs.enabled) await app.register(openapiRoute);
 
   await app.ready();

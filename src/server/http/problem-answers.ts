@@ -1,7 +1,7 @@
 /**
  * The app's error answers, as problem details (./problem.ts): the error handler (every error a hook, a parser or a
- * route throws) and the answer for a request no route matches: 405 with `Allow` for a known path and another method,
- * else 404.
+ * route throws) and the answer for a request no route matches: 405 with `Allow` for a known path (or a path below a
+ * known prefix) and another method, else 404.
  */
 import type { FastifyReply } from 'fastify';
 import fp from 'fastify-plugin';
@@ -16,11 +16,13 @@ export function sendProblem(reply: FastifyReply, p: Problem, headers?: Record<st
 }
 
 export interface ProblemAnswersOptions {
-  /** The paths the app serves, with their methods (for 405 and `Allow`). */
+  /** The paths the app serves, with their methods (for 405 and `Allow`); a path ending in `/*` covers every path below. */
   routes: Record<string, string[]>;
 }
 
 export const problemAnswers = fp<ProblemAnswersOptions>(async (app, { routes }) => {
+  const prefixes = Object.entries(routes).filter(([p]) => p.endsWith('/*')).map(([p, methods]) => [p.slice(0, -1), methods] as const);
+  const methodsOf = (path: string): string[] | undefined => routes[path] ?? prefixes.find(([prefix]) => path.startsWith(prefix))?.[1];
   app.setErrorHandler((error, request, reply) => {
     const status = (error as { statusCode?: unknown }).statusCode;
     if ((error as { code?: unknown }).code === 'FST_STATIC_FORBIDDEN_PATH') {
@@ -39,7 +41,7 @@ export const problemAnswers = fp<ProblemAnswersOptions>(async (app, { routes }) 
 
   app.setNotFoundHandler((request, reply) => {
     const path = pathOf(request.url);
-    const allowed = routes[path];
+    const allowed = methodsOf(path);
     if (allowed && !allowed.includes(request.method)) {
       return sendProblem(reply, httpProblem(405, `${request.method} is not allowed on ${path}; allowed: ${allowed.join(', ')}`), {
         allow: allowed.join(', '),

@@ -40,6 +40,8 @@ declare module 'fastify' {
     cfguAuditClient: string;
     /** A write route's request, for its audit line (never a value). */
     cfguWrite: WriteAudit | null;
+    /** A request to GET /session, /stores or /sets, for its audit line. */
+    cfguLookup: LookupAudit | null;
   }
   interface FastifyContextConfig {
     /**
@@ -66,6 +68,7 @@ export const requestState = fp<{ state: CfguState }>(async (app, { state }) => {
   app.decorateRequest('cfguAuditClient', '');
   app.decorateRequest('cfguWatch', null);
   app.decorateRequest('cfguWrite', null);
+  app.decorateRequest('cfguLookup', null);
 });
 
 /** What the audit line of a write route says of the request: never a value. */
@@ -78,4 +81,15 @@ export interface WriteAudit {
   dryRun: boolean;
   /** `written`, `unchanged`, `dry-run`, `read` (history), or `refused` (the status says why). */
   outcome: string;
+}
+
+/** What the audit line of GET /session, GET /stores or GET /sets says of the request: names and counts only. */
+export interface LookupAudit {
+  route: 'session' | 'stores' | 'sets';
+  /** GET /sets: the store asked for (the default store's name when none was given; null when there is none). */
+  store?: string | null;
+  /** GET /stores: how many stores the answer listed; GET /sets: how many sets. */
+  listed?: number;
+  /** GET /sets: how many sets the caller's scope left out. */
+  withheld?: number;
 }

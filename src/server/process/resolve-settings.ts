@@ -2,8 +2,8 @@
  * Reading the proxy settings (./settings.ts) from their three sources, highest first: command-line flags, environment
  * variables, the `interface.proxy` section of `.configu`; then the defaults. Every value is checked here, by the
  * parsers of ./setting-values.ts, and a bad one stops start-up with a ConfigurationError naming its source. The
- * sections are read in a fixed order (http, auth, log, metrics, docs, limits, shutdown, workers, watch): with several
- * bad values, the first of them in that order is the one reported.
+ * sections are read in a fixed order (http, auth, log, metrics, docs, console, limits, shutdown, workers, watch): with
+ * several bad values, the first of them in that order is the one reported.
  */
 import { readFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
@@ -55,6 +55,7 @@ const ENV = {
   metricsKey: 'CONFIGU_METRICS_KEY',
   docsEnabled: 'CONFIGU_DOCS_ENABLED',
   docsPublic: 'CONFIGU_DOCS_PUBLIC',
+  consoleEnabled: 'CONFIGU_CONSOLE_ENABLED',
   bodyBytes: 'CONFIGU_LIMIT_BODY_BYTES',
   commands: 'CONFIGU_LIMIT_COMMANDS',
   keys: 'CONFIGU_LIMIT_KEYS',
@@ -131,13 +132,13 @@ export function resolveSettings(input: ResolveSettingsInput = {}): ServerSetting
   const d = DEFAULT_SETTINGS;
   const http = readHttp(r);
   const { auth, audit, rateLimit } = readAuth(r);
-  const { log, metrics, docs } = readOutputs(r);
+  const { log, metrics, docs, console } = readOutputs(r);
   const limits = readLimits(r);
   const gracePeriodSeconds = r.read(undefined, ENV.grace, ['shutdown', 'gracePeriodSeconds'], (v, s) => toInteger(v, s, 0, 3600), d.shutdown.gracePeriodSeconds);
   const drainSeconds = r.read(undefined, ENV.drain, ['shutdown', 'drainSeconds'], (v, s) => toInteger(v, s, 0, 3600), d.shutdown.drainSeconds);
   const workers = r.read('workers', ENV.workers, ['workers'], (v, s) => toInteger(v, s, 1, 1024), availableParallelism());
   const watch = readWatch(r);
-  return { http, auth, audit, rateLimit, log, metrics, docs, limits, shutdown: { gracePeriodSeconds, drainSeconds }, workers, watch };
+  return { http, auth, audit, rateLimit, log, metrics, docs, console, limits, shutdown: { gracePeriodSeconds, drainSeconds }, workers, watch };
 }
 
 function readHttp(r: Reader): ServerSettings['http'] {
@@ -198,7 +199,9 @@ function readTls(r: Reader): ServerSettings['http']['tls'] {
   return { enabled, cert, key };
 }
 
-function readAuth(r: Reader): Pick3<ServerSettings, 'auth', 'audit', 'rateLimit'> {
+type Sections<K extends keyof ServerSettings> = { [P in K]: ServerSettings[P] };
+
+function readAuth(r: Reader): Sections<'auth' | 'audit' | 'rateLimit'> {
   const authEnabled = r.read(undefined, ENV.authEnabled, ['auth', 'enabled'], toBoolean, false);
   const keysHit = r.pick(undefined, ENV.presharedKeys, ['auth', 'presharedKeys']);
   const presharedKeys = keysHit ? toList(keysHit[0], keysHit[1]) : [];
@@ -222,10 +225,8 @@ function readAuth(r: Reader): Pick3<ServerSettings, 'auth', 'audit', 'rateLimit'
   return { auth: { enabled: authEnabled, presharedKeys, ...access }, audit, rateLimit };
 }
 
-type Pick3<T, A extends keyof T, B extends keyof T, C extends keyof T> = { [K in A | B | C]: T[K] };
-
-/** Request lines, metrics and the API docs. */
-function readOutputs(r: Reader): Pick3<ServerSettings, 'log', 'metrics', 'docs'> {
+/** Request lines, metrics, the API docs and the console. */
+function readOutputs(r: Reader): Sections<'log' | 'metrics' | 'docs' | 'console'> {
   const logEnabled = r.read(undefined, ENV.logEnabled, ['log', 'enabled'], toBoolean, true);
   const logProbes = r.read(undefined, ENV.logProbes, ['log', 'probes'], toBoolean, false);
   const metricsEnabled = r.read(undefined, ENV.metricsEnabled, ['metrics', 'enabled'], toBoolean, true);
@@ -239,7 +240,13 @@ function readOutputs(r: Reader): Pick3<ServerSettings, 'log', 'metrics', 'docs'>
   }
   const docsEnabled = r.read(undefined, ENV.docsEnabled, ['docs', 'enabled'], toBoolean, true);
   const docsPublic = r.read(undefined, ENV.docsPublic, ['docs', 'public'], toBoolean, false);
-  return { log: { enabled: logEnabled, probes: logProbes }, metrics: { enabled: metricsEnabled, key: metricsKey }, docs: { enabled: docsEnabled, public: docsPublic } };
+  const consoleEnabled = r.read(undefined, ENV.consoleEnabled, ['console', 'enabled'], toBoolean, true);
+  return {
+    log: { enabled: logEnabled, probes: logProbes },
+    metrics: { enabled: metricsEnabled, key: metricsKey },
+    docs: { enabled: docsEnabled, public: docsPublic },
+    console: { enabled: consoleEnabled },
+  };
 }
 
 function readLimits(r: Reader): ServerSettings['limits'] {

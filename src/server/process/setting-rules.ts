@@ -49,6 +49,7 @@ export const PROXY_SETTINGS = strict({
   log: section(leaves('enabled', 'probes')),
   metrics: section(leaves('enabled', 'key')),
   docs: section(leaves('enabled', 'public')),
+  console: section(leaves('enabled')),
   limits: section(
     leaves('bodyBytes', 'commands', 'keys', 'cacheMemoryMb', 'setDepth', 'lookups', 'templateBytes', 'templateExpressions', 'valueBytes', 'outputBytes', 'matrixSets', 'matrixCells'),
   ),

@@ -65,6 +65,11 @@ export interface ServerSettings {
     /** When auth is on, serve /docs and /openapi.json without a key. */
     public: boolean;
   };
+  /**
+   * The browser console at /console (its files from dist/console; docs/server.md, "The console"). Without
+   * authentication it is served to loopback clients only.
+   */
+  console: { enabled: boolean };
   limits: {
     /** Largest accepted request body, in bytes. */
     bodyBytes: number;
@@ -134,6 +139,7 @@ export const DEFAULT_SETTINGS: Readonly<ServerSettings> = Object.freeze({
   log: { enabled: true, probes: false },
   metrics: { enabled: true, key: undefined },
   docs: { enabled: true, public: false },
+  console: { enabled: true },
   limits: { bodyBytes: 1024 * 1024, commands: 50, keys: 10_000, cacheMemoryMb: defaultCacheMemoryMb(), matrixSets: 1000, matrixCells: 100_000, ...DEFAULT_ENGINE_LIMITS },
   shutdown: { gracePeriodSeconds: 10, drainSeconds: 5 },
   workers: 0, // 0 = os.availableParallelism(), filled in by resolveSettings
@@ -170,6 +176,7 @@ export function settingsWith(overrides: SettingsOverrides = {}): ServerSettings 
     log: { ...d.log, ...o.log },
     metrics: { ...d.metrics, ...o.metrics },
     docs: { ...d.docs, ...o.docs },
+    console: { ...d.console, ...o.console },
     limits: { ...d.limits, ...o.limits },
     shutdown: { ...d.shutdown, ...o.shutdown },
     workers: o.workers ?? 1,

@@ -29,6 +29,8 @@ export const apiDocs = fp<{ settings: ServerSettings }>(async (app, { settings }
         { name: 'configuration', description: 'Evaluate and export configuration' },
         { name: 'health', description: 'Liveness and readiness (never need a key)' },
         { name: 'schemas', description: 'The named schemas of the server (.configu `schemas`)' },
+        { name: 'session', description: 'Who the caller is and what it may do' },
+        { name: 'stores', description: 'The stores the caller may name and the sets they hold' },
       ],
       components: settings.auth.enabled
         ? { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'A preshared key, a scoped token, or a JWT of the configured issuer (docs/security.md)' } } }
