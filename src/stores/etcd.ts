@@ -10,8 +10,8 @@
  * The client's circuit breaker and retries reconnect by themselves when etcd is back (within about 5 s).
  *
  * Change feed: etcd's own watch over the whole key space (the layout has no prefix), on the client's shared watch
- * stream. Each put or delete of a storage key this store object has been asked for (or is being asked for) reports
- * the sets it was read for; other keys are dropped here (they cannot have changed an answer). After a lost connection the watch is resumed from the last revision it saw, so events in between
+ * stream. Each put or delete of a storage key this store object has been asked for, or has written (or is reading or
+ * writing), reports the sets it was read or written for; other keys are dropped here (they cannot have changed an answer). After a lost connection the watch is resumed from the last revision it saw, so events in between
  * are replayed (and `change({})` is sent as well); when that revision was compacted away, a new watch starts from the
  * present.
  */
@@ -84,7 +84,9 @@ export class EtcdConfigStore implements RevisionedStore {
   async write(set: string, changes: readonly ConfigChange[], options?: WriteOptions): Promise<WriteResult> {
     const s = checkedSet(set);
     const checked = checkedChanges(changes);
-    const plan = await this.guard((c) => this.revisions.write(c, s, checked, options));
+    // The written keys are followed from now on (ReadKeys), so that the watch reports this write too.
+    const written = checked.map((ch) => ({ set: s, key: ch.key }));
+    const plan = await this.read.around(written, () => this.guard((c) => this.revisions.write(c, s, checked, options)));
     return { set: s, revision: plan.revision, records: plan.records };
   }
 
@@ -166,7 +168,8 @@ export class EtcdConfigStore implements RevisionedStore {
       for (let i = 0; i < all.length; i += MAX_OPS_PER_TXN / 2) await this.set(all.slice(i, i + MAX_OPS_PER_TXN / 2).flat());
       return;
     }
-    await this.guard(async (c) => {
+    // The written keys are followed from now on (ReadKeys), so that the watch reports this write too.
+    await this.read.around(configs, () => this.guard(async (c) => {
       for (let attempt = 0; attempt < MAX_WRITE_ATTEMPTS; attempt++) {
         const found = await this.readKeys(c, keys);
         const current = new Map<string, string | undefined>();
@@ -191,7 +194,7 @@ export class EtcdConfigStore implements RevisionedStore {
         await new Promise((r) => setTimeout(r, Math.random() * 10 * (attempt + 1)));
       }
       throw new StoreUnavailableError(this.name, 'too many concurrent writers; try again', 1);
-    });
+    }));
   }
 
   /**

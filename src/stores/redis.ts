@@ -13,7 +13,7 @@
  *   - when the server has keyspace notifications enabled (`CONFIG GET notify-keyspace-events` shows `K` with `A`,
  *     or `K` with `$` and `g`; checked on every (re)connection, never changed by cfgu), the feed subscribes to the
  *     keyspace channel of its database and reports every write, by anyone, to a storage key this store object has
- *     been asked for (or is being asked for);
+ *     been asked for or has written (or is reading or writing);
  *   - otherwise it subscribes to the channel `cfgu:changes:<db>`, on which every write through cfgu publishes the
  *     sets it wrote (inside the write's MULTI), and every `feedIntervalMs` (default 1000) it reads, with one MGET,
  *     the storage keys this store object has been asked for, and reports those whose value moved. Writes by other
@@ -102,7 +102,9 @@ export class RedisConfigStore implements RevisionedStore {
   async write(set: string, changes: readonly ConfigChange[], options?: WriteOptions): Promise<WriteResult> {
     const s = checkedSet(set);
     const checked = checkedChanges(changes);
-    const plan = await this.writes.run(() => this.guard((c) => this.revisions.write(c, s, checked, options)));
+    // The written keys are followed from now on (ReadKeys), so that a keyspace event reports this write too.
+    const written = checked.map((ch) => ({ set: s, key: ch.key }));
+    const plan = await this.read.around(written, () => this.writes.run(() => this.guard((c) => this.revisions.write(c, s, checked, options))));
     return { set: s, revision: plan.revision, records: plan.records };
   }
 
@@ -180,7 +182,8 @@ export class RedisConfigStore implements RevisionedStore {
   async set(configs: readonly Config[]): Promise<void> {
     if (!configs.length) return;
     const keys = storageKeys(configs);
-    await this.writes.run(() =>
+    // The written keys are followed from now on (ReadKeys), so that a keyspace event reports this write too.
+    await this.read.around(configs, () => this.writes.run(() =>
       this.guard(async (c) => {
         for (let attempt = 0; attempt < MAX_WRITE_ATTEMPTS; attempt++) {
           await c.watch(...keys);
@@ -213,7 +216,7 @@ export class RedisConfigStore implements RevisionedStore {
         }
         throw new StoreUnavailableError(this.name, 'too many concurrent writers; try again', 1);
       }),
-    );
+    ));
   }
 
   /**

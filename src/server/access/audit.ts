@@ -42,6 +42,8 @@ export interface AuditRecord {
   write?: WriteAudit;
   /** GET /session, GET /stores, GET /sets: the route, the store and what the answer listed. */
   lookup?: LookupAudit;
+  /** A change stream (GET /changes): the store it follows (as asked for, until the route resolved it). */
+  changes?: { store: string | null };
 }
 
 /** The audit destination: a file of its own, or the server's logger, or stdout. */
@@ -148,5 +150,6 @@ function auditRecord(request: FastifyRequest, reply: FastifyReply, closedEarly: 
     ...(ended ? { ended } : {}),
     ...(request.cfguWrite ? { write: request.cfguWrite } : {}),
     ...(request.cfguLookup ? { lookup: request.cfguLookup } : {}),
+    ...(request.cfguChanges ? { changes: request.cfguChanges } : {}),
   };
 }

@@ -44,6 +44,8 @@ export interface CredentialVerdict {
 /** A watcher's credential: checked again on demand; `expiresAt` (ms since the epoch) when it has an expiry. */
 export interface WatchCredential {
   readonly expiresAt: number | undefined;
+  /** Who the watch is for as of the last check that admitted it (its grants may have changed by a reload). */
+  readonly principal: Principal;
   /** `true` while the credential still admits the watch, else the verdict; never rejects. */
   check(): true | CredentialVerdict | Promise<true | CredentialVerdict>;
   /** The verdict for an expired credential (the expiry timer fired). */
@@ -56,8 +58,13 @@ export interface WatchCredentialInput {
   authorization: string | undefined;
   /** Who the request was for when it arrived. */
   principal: Principal;
-  /** The pipeline as the request carried it (schema names included). */
+  /** The pipeline as the request carried it (schema names included); none for a change stream (GET /changes). */
   commands: readonly WireCommandLike[];
+  /**
+   * The scope check of a watch that is no pipeline (a change stream of GET /changes: a grant on its store), run
+   * instead of the pipeline's: the error a plain request of the principal would get, or undefined when admitted.
+   */
+  refusal?: (principal: Principal) => Error | undefined;
   /** The pipeline with its schema names replaced by the server's schemas of the moment (../schemas/resolve.ts). */
   resolve?: (commands: readonly WireCommandLike[]) => EvalCommandInput[];
   /** Which schema objects are the server's own (their keys are judged by their own labels). */
@@ -86,7 +93,7 @@ export function expiryOf(principal: Principal, authorization: string | undefined
 
 /** The credential of a watch request; undefined when authentication is off (nothing to re-check). */
 export function watchCredential(input: WatchCredentialInput): WatchCredential | undefined {
-  const { holder, authorization, principal, commands, resolve, serverSchema, defaultStore, unauthorized } = input;
+  const { holder, authorization, principal, commands, resolve, serverSchema, defaultStore, unauthorized, refusal } = input;
   if (!holder.authenticator || principal.kind === 'anonymous') return undefined;
   const expiresAt = expiryOf(principal, authorization, holder.jwtClockSkewSeconds);
   const denied = (reason: 'expired' | 'revoked'): CredentialVerdict => ({ reason, status: 401, text: unauthorized, headers: { ...UNAUTHORIZED_HEADERS } });
@@ -94,15 +101,26 @@ export function watchCredential(input: WatchCredentialInput): WatchCredential | 
     if (expiresAt !== undefined && Date.now() >= expiresAt) return denied('expired');
     // Not accepted any more, or accepted as someone else (the watch belongs to the identity it was opened for).
     if (!('principal' in result) || result.principal.identity !== principal.identity) return denied('revoked');
-    // Named schemas as they are now: a schema that changed to declare a key outside the scope ends the watch.
-    const current = resolve ? resolve(commands) : (commands as readonly EvalCommandInput[]);
-    const refused = refusedCommands(result.principal, current, defaultStore, serverSchema);
-    if (!refused.length) return true;
-    const { problem } = toProblem(new ForbiddenError(refused, commands.length), 'watch');
+    const refused = refusal ? refusal(result.principal) : pipelineRefusal(result.principal);
+    if (!refused) {
+      latest = result.principal;
+      return true;
+    }
+    const { problem } = toProblem(refused, 'watch');
     return { reason: 'scope', status: 403, text: JSON.stringify(problem), headers: {} };
   };
+  // Named schemas as they are now: a schema that changed to declare a key outside the scope ends the watch.
+  const pipelineRefusal = (p: Principal): Error | undefined => {
+    const current = resolve ? resolve(commands) : (commands as readonly EvalCommandInput[]);
+    const refused = refusedCommands(p, current, defaultStore, serverSchema);
+    return refused.length ? new ForbiddenError(refused, commands.length) : undefined;
+  };
+  let latest = principal;
   return {
     expiresAt,
+    get principal() {
+      return latest;
+    },
     expired: () => denied('expired'),
     check() {
       const authenticator = holder.authenticator;

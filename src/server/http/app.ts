@@ -40,6 +40,7 @@ import { closeWhileDraining, requestBasics } from './request-basics.js';
 import { requestState } from './request-state.js';
 import { defaultConsoleDir, loadConsoleFiles } from './console-files.js';
 import { CONSOLE_ROUTES, consoleRoutes } from './routes/console.js';
+import { changesRoute } from './routes/changes.js';
 import { apiDocs, DOCS_ROUTES, openapiRoute } from './routes/docs.js';
 import { explainRoute } from './routes/explain.js';
 import { exportRoute } from './routes/export.js';
@@ -95,6 +96,7 @@ const ROUTES: Record<string, string[]> = {
   '/rollback': ['POST'],
   '/history': ['GET', 'HEAD'],
   ...SESSION_ROUTES,
+  '/changes': ['GET', 'HEAD'],
 };
 
 export async function buildServer(options: BuildServerOptions): Promise<FastifyInstance> {
@@ -160,6 +162,7 @@ export async function buildServer(options: BuildServerOptions): Promise<FastifyI
   await app.register(historyRoute, writes);
   await app.register(sessionRoutes, { settings, registry, defaultStore });
   if (loadingConsole) await app.register(consoleRoutes, { settings, files: await loadingConsole });
+  await app.register(changesRoute, { settings, registry, defaultStore, holder: credentials.holder, watch });
   if (settings.docs.enabled) await app.register(openapiRoute);
 
   await app.ready();

@@ -42,6 +42,8 @@ declare module 'fastify' {
     cfguWrite: WriteAudit | null;
     /** A request to GET /session, /stores or /sets, for its audit line. */
     cfguLookup: LookupAudit | null;
+    /** A change stream's request (GET /changes), for its audit line: the store it follows. */
+    cfguChanges: { store: string | null } | null;
   }
   interface FastifyContextConfig {
     /**
@@ -69,6 +71,7 @@ export const requestState = fp<{ state: CfguState }>(async (app, { state }) => {
   app.decorateRequest('cfguWatch', null);
   app.decorateRequest('cfguWrite', null);
   app.decorateRequest('cfguLookup', null);
+  app.decorateRequest('cfguChanges', null);
 });
 
 /** What the audit line of a write route says of the request: never a value. */

@@ -22,12 +22,11 @@
 import { createHash } from 'node:crypto';
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
 import { exportPipelineJson, noticeConcerns } from '../../core/index.js';
-import { StoreUnavailableError } from '../../core/errors.js';
 import type { EvalCommandInput } from '../../core/types.js';
 import { NamedSchemas } from '../schemas/registry.js';
 import { resolveCommands, type WireCommand } from '../schemas/resolve.js';
 import { requestContext, type ExpressionEvaluator } from '../../core/ports.js';
-import type { ChangeFeed, ChangeListener, StoreResolver } from '../../core/ports.js';
+import type { StoreResolver } from '../../core/ports.js';
 import { cacheBudget, type CacheMember } from '../../core/cache-budget.js';
 import type { WatchCredential } from '../access/watch-credentials.js';
 import { httpProblem, toProblem } from '../http/problem.js';
@@ -38,14 +37,20 @@ import { etagOf, sendAnswer, sendProblemText as sendProblem } from './etags.js';
 import { holdPoll, preferredWait } from './long-poll.js';
 import { Pipeline, type PipelineOwner } from './pipeline.js';
 import { bodyOf, problemState, type ProblemState, type State, type Stream } from './state.js';
+import { WatcherSlots } from './slots.js';
+import { StoreFeeds } from './store-feeds.js';
+import { StoreStreams, type ChangeStreamContext } from './store-streams.js';
 import { Streams, wantsStream } from './streams.js';
 
 export type { WatchRecord } from './state.js';
 
+/** The watched pipelines that read one store, and their subscription to its feed. */
 interface StoreFeed {
-  feed: ChangeFeed;
   pipelines: Set<Pipeline>;
+  unsubscribe: () => void;
 }
+
+
 
 /** Metrics and traces of watch work (../observe/observation.ts): evaluations counted and traced, stream ends counted. */
 export interface WatchObserver {
@@ -93,9 +98,11 @@ export class WatchHub implements PipelineOwner {
   private readonly bySchema = new Map<string, Set<Pipeline>>();
   private readonly unlisten: () => void;
   private readonly streams: Streams;
-  /** Watchers (and watchers being set up) per client identity. */
-  private readonly perClient = new Map<string, number>();
-  private reserved = 0;
+  private readonly storeFeeds: StoreFeeds;
+  /** The change streams of GET /changes (./store-streams.ts). */
+  private readonly changes: StoreStreams;
+  /** The watcher limits (./slots.ts). */
+  private readonly slots: WatcherSlots;
 
   constructor(options: WatchHubOptions) {
     this.registry = options.registry;
@@ -105,7 +112,10 @@ export class WatchHub implements PipelineOwner {
     this.log = options.log;
     this.observer = options.observer;
     const observer = options.observer;
+    this.slots = new WatcherSlots(options.settings.watch);
     this.streams = new Streams(options.settings.watch, observer ? (reason) => observer.watchStreamEnded(reason) : undefined);
+    this.storeFeeds = new StoreFeeds(options.registry, options.settings.watch.pollMs, options.log, this.stats);
+    this.changes = new StoreStreams({ registry: options.registry, feeds: this.storeFeeds, streams: this.streams, debounceMs: options.settings.watch.debounceMs, log: options.log });
     this.lifecycle.onStopping(() => this.drain());
     this.unregister = cacheBudget.register(this.member);
     this.schemas = options.schemas ?? NamedSchemas.empty();
@@ -149,12 +159,12 @@ export class WatchHub implements PipelineOwner {
 
   /** Streams plus held long polls (and watchers being set up). */
   get watchers(): number {
-    return this.reserved;
+    return this.slots.total;
   }
 
   /** The watchers one client holds (tests). */
   watchersOf(client: string): number {
-    return this.perClient.get(client) ?? 0;
+    return this.slots.of(client);
   }
 
   /** Pipelines kept (tests: one per client and body). */
@@ -201,29 +211,8 @@ export class WatchHub implements PipelineOwner {
       if (stream) return sendProblem(reply, 503, JSON.stringify(httpProblem(503, 'the server is shutting down; reconnect to another replica')), { 'retry-after': '1' });
       return this.answerOnce(request, reply, commands, client);
     }
-    const max = this.settings.watch.maxWatchers;
-    if (this.reserved >= max) {
-      const body = httpProblem(503, `this server already serves its maximum of ${max} watchers; retry later or elsewhere`);
-      return sendProblem(reply, 503, JSON.stringify(body), { 'retry-after': '5' });
-    }
-    // Each client's share: one client holding its maximum leaves the rest of the server's watchers to the others.
-    const perClient = this.settings.watch.maxWatchersPerClient;
-    const held = this.perClient.get(client) ?? 0;
-    if (held >= perClient) {
-      const body = httpProblem(429, `this client already holds its maximum of ${perClient} watchers (streams and long polls); close one, or retry later`);
-      return sendProblem(reply, 429, JSON.stringify(body), { 'retry-after': '5' });
-    }
-    this.reserved++;
-    this.perClient.set(client, held + 1);
-    let released = false;
-    const release = () => {
-      if (released) return;
-      released = true;
-      this.reserved--;
-      const n = (this.perClient.get(client) ?? 1) - 1;
-      if (n > 0) this.perClient.set(client, n);
-      else this.perClient.delete(client);
-    };
+    const release = this.slots.reserve(client);
+    if (typeof release !== 'function') return sendProblem(reply, release.status, release.text, release.headers);
     const pipeline = this.pipelineFor(commands, client);
     const first = pipeline.state === undefined;
     try {
@@ -261,6 +250,19 @@ export class WatchHub implements PipelineOwner {
     if (stream) return this.streams.start(request, reply, pipeline, state, credential, done);
     await holdPoll({ request, reply, pipeline, state, wait: wait!, credential, done });
     return reply;
+  }
+
+  /**
+   * Serve a change stream of GET /changes (the route checked auth, the query, the store and the scope already):
+   * refused while stopping (503) and beyond the watcher limits, like the streams of POST /export.
+   */
+  follow(request: FastifyRequest, reply: FastifyReply, store: string, context: ChangeStreamContext): FastifyReply {
+    if (this.lifecycle.stopping || this.closed) {
+      return sendProblem(reply, 503, JSON.stringify(httpProblem(503, 'the server is shutting down; reconnect to another replica')), { 'retry-after': '1' });
+    }
+    const release = this.slots.reserve(context.client);
+    if (typeof release !== 'function') return sendProblem(reply, release.status, release.text, release.headers);
+    return this.changes.start(request, reply, store, context, release);
   }
 
   /** A watch request while shutting down: one plain answer (a long poll answers at once). */
@@ -305,41 +307,26 @@ export class WatchHub implements PipelineOwner {
       f.pipelines.delete(p);
       if (!f.pipelines.size) {
         this.feeds.delete(store);
-        void f.feed.close().catch(() => undefined);
+        f.unsubscribe();
       }
     }
   }
 
+  /** The pipelines of this process that read store `name`, subscribed to its feed (./store-feeds.ts). */
   private feedOf(name: string): StoreFeed {
     let f = this.feeds.get(name);
     if (f) return f;
     const pipelines = new Set<Pipeline>();
-    const listener: ChangeListener = {
+    const { unsubscribe } = this.storeFeeds.subscribe(name, {
+      // A tick of a store without a feed is an empty notice: every pipeline reading the store is evaluated again.
       change: (notice) => {
-        this.stats.notices++;
         for (const p of pipelines) if (noticeConcerns(p.reads.get(name), notice)) p.debouncer.schedule();
       },
-      error: (error) => {
-        const state = this.problemState(new StoreUnavailableError(name, error?.message ?? String(error)), 'store change feed failed');
+      error: (state) => {
         for (const p of pipelines) p.tell(state);
       },
-    };
-    let feed: ChangeFeed | undefined;
-    const store = this.registry.resolve(name);
-    if (store.watch) {
-      try {
-        feed = store.watch(listener);
-      } catch (e) {
-        this.log.warn({ store: name, err: { message: (e as Error)?.message } }, 'store change feed could not start; polling instead');
-      }
-    }
-    if (!feed) {
-      // No feed for this kind: evaluate the watched pipelines again periodically (a change shows within pollMs).
-      const timer = setInterval(() => listener.change({}), this.settings.watch.pollMs);
-      timer.unref();
-      feed = { close: async () => clearInterval(timer) };
-    }
-    f = { feed, pipelines };
+    });
+    f = { pipelines, unsubscribe };
     this.feeds.set(name, f);
     return f;
   }
@@ -376,8 +363,8 @@ export class WatchHub implements PipelineOwner {
     this.pipelines.clear();
     this.heldBytes = 0;
     this.unregister();
-    const feeds = [...this.feeds.values()];
     this.feeds.clear();
-    await Promise.allSettled(feeds.map((f) => f.feed.close()));
+    this.changes.close();
+    await this.storeFeeds.close();
   }
 }

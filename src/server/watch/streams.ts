@@ -1,7 +1,9 @@
 /**
  * Server-Sent Events streams of `POST /export` (`Accept: text/event-stream`): the first event at once (or `: resumed`
  * when `Last-Event-ID` names the current answer), then an event per new answer, an `error` event when a store's
- * change feed fails, and a heartbeat comment every `heartbeatMs`. Every delivery and heartbeat first checks the
+ * change feed fails, and a heartbeat comment every `heartbeatMs`. The change streams of `GET /changes`
+ * (./store-streams.ts) are streams of the same kind, opened here too (`openStream`): one heartbeat, one drain and one
+ * credential re-check serve both. Every delivery and heartbeat first checks the
  * stream's credential again (../access/watch-credentials.ts): a credential that no longer admits the stream ends it
  * with an `end` event carrying the problem a plain request would get; a JWT's expiry ends it at that instant. A
  * stream whose client does not read is cut (`slow_client`): it reconnects and resumes.
@@ -40,6 +42,28 @@ export class Streams {
    * stream is gone (the watcher's release).
    */
   start(request: FastifyRequest, reply: FastifyReply, pipeline: Pipeline, state: State, credential: WatchCredential | undefined, onClose: () => void): FastifyReply {
+    const s = this.openStream(request, reply, credential, () => {
+      pipeline.streams.delete(s);
+      onClose();
+    });
+    const lastId = request.headers['last-event-id'];
+    if (state.kind === 'answer' && lastId === state.etag) {
+      s.last = state.etag;
+      s.res.write(': resumed\n\n'); // nothing changed since the client's last event
+    } else {
+      s.last = markOf(state);
+      this.send(s, state);
+    }
+    pipeline.streams.add(s);
+    return reply;
+  }
+
+  /**
+   * Hijack the reply and make it an event stream of this process: the headers written, heartbeats, the credential's
+   * expiry armed, and its end counted and logged (with the request's path, e.g. `/export`, `/changes`). `onClose`
+   * runs once the stream is gone.
+   */
+  openStream(request: FastifyRequest, reply: FastifyReply, credential: WatchCredential | undefined, onClose: () => void): Stream {
     reply.hijack();
     const res = reply.raw;
     const headers: Record<string, string | number | string[]> = {};
@@ -51,31 +75,22 @@ export class Streams {
     const record: WatchRecord = { kind: 'stream', events: 0, keys: 0, opened: performance.now() };
     request.cfguWatch = record;
     const s: Stream = { res, last: '', record, credential, closed: false };
-    const lastId = request.headers['last-event-id'];
-    if (state.kind === 'answer' && lastId === state.etag) {
-      s.last = state.etag;
-      res.write(': resumed\n\n'); // nothing changed since the client's last event
-    } else {
-      s.last = markOf(state);
-      this.send(s, state);
-    }
-    pipeline.streams.add(s);
     this.open.add(s);
     this.startHeartbeat();
     if (credential?.expiresAt !== undefined) this.armExpiry(s, credential.expiresAt);
+    const path = request.routeOptions.url ?? request.url;
     res.once('close', () => {
       s.closed = true;
       if (s.timer) clearTimeout(s.timer);
-      pipeline.streams.delete(s);
       this.open.delete(s);
       onClose();
       if (!this.open.size) this.stopHeartbeat();
       // The stream's own line (its request line was never written: the reply was hijacked); off with request lines.
       const reason = record.ended ?? 'client';
       this.ended?.(reason);
-      request.log.info({ method: request.method, path: '/export', status: 200, reason, ms: Math.round((performance.now() - record.opened) * 100) / 100 }, 'watch stream ended');
+      request.log.info({ method: request.method, path, status: 200, reason, ms: Math.round((performance.now() - record.opened) * 100) / 100 }, 'watch stream ended');
     });
-    return reply;
+    return s;
   }
 
   /** End the stream at its credential's expiry (a timer per stream; a later expiry than setTimeout takes re-arms). */

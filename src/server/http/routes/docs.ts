@@ -31,6 +31,7 @@ export const apiDocs = fp<{ settings: ServerSettings }>(async (app, { settings }
         { name: 'schemas', description: 'The named schemas of the server (.configu `schemas`)' },
         { name: 'session', description: 'Who the caller is and what it may do' },
         { name: 'stores', description: 'The stores the caller may name and the sets they hold' },
+        { name: 'watch', description: 'Follow the writes to a store as they happen' },
       ],
       components: settings.auth.enabled
         ? { securitySchemes: { bearer: { type: 'http', scheme: 'bearer', description: 'A preshared key, a scoped token, or a JWT of the configured issuer (docs/security.md)' } } }
