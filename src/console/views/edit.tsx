@@ -72,6 +72,8 @@ function useFlash(values: Map<string, KeyAtSet> | undefined): Set<string> {
   return flash;
 }
 
+const changedWords = (n: number): string => (n === 0 ? 'No change yet.' : `${n} key${n === 1 ? '' : 's'} changed, not saved.`);
+
 interface EditorProps {
   schema: SchemaDocument;
   schemaName: string;
@@ -87,12 +89,19 @@ function Editor({ schema, schemaName, set, rights }: EditorProps) {
   const loaded = useLatest(() => valuesAt(api, store!.name, set, schemaName), [reloads, touched]);
   const values = loaded.state === 'done' ? loaded.value : undefined;
   const flash = useFlash(values);
+  // Once saved, the user's edits give way to the values read after the write (not before: no flash of the old ones).
+  const savedFrom = useRef<Map<string, KeyAtSet> | undefined>(undefined);
+  const giveWay = savedFrom.current !== undefined && values !== savedFrom.current;
+  const shown = giveWay ? {} : edits;
+  useEffect(() => {
+    if (giveWay) (savedFrom.current = undefined), setEdits({});
+  }, [values]);
 
   const pending = (): Record<string, string | null> =>
     Object.fromEntries(Object.entries(edits).map(([k, e]) => [k, e.value === '' ? null : e.value]));
   const send: Send = (options) => upsert(api, { store: store!.name, set, schema: schemaName, values: pending(), ...options });
   const write = useWriteFlow(api, { store: store!.name, set }, rights.mayBreak, send, (answer) => {
-    setEdits({});
+    savedFrom.current = values ?? new Map();
     setReloads((n) => n + 1);
     announce(`Saved: ${setLabel(answer.set)} is now at revision ${answer.revision}`);
   });
@@ -123,22 +132,20 @@ function Editor({ schema, schemaName, set, rights }: EditorProps) {
   return (
     <div class="editor" onKeyDown={onKeyDown}>
       <Show loaded={loaded} what="the values at this set">
-        {(current) => <EditTable schema={schema} set={set} values={current} edits={edits} rights={rights} flash={flash} setEdit={setEdit} />}
+        {(current) => <EditTable schema={schema} set={set} values={current} edits={shown} rights={rights} flash={flash} setEdit={setEdit} />}
       </Show>
       <div class="actions">
         <button type="button" class="primary" onClick={preview} aria-keyshortcuts="Control+Enter">
           Preview
         </button>
-        <button type="button" onClick={() => (setEdits({}), write.close())} disabled={Object.keys(edits).length === 0}>
+        <button type="button" onClick={() => (setEdits({}), write.close())} disabled={Object.keys(shown).length === 0}>
           Discard my changes
         </button>
-        <span class="muted">
-          {Object.keys(edits).length === 0 ? 'No change yet.' : `${Object.keys(edits).length} key${Object.keys(edits).length === 1 ? '' : 's'} changed, not saved.`}
-        </span>
+        <span class="muted">{changedWords(Object.keys(shown).length)}</span>
       </div>
       {write.flow.step === 'preview' && touched !== previewedAt.current && (
         <p class="stale" role="status">
-          This set changed after the preview: Save will be refused.{' '}
+          This set, or a set it inherits from, changed after the preview: Save may be refused.{' '}
           <button type="button" onClick={preview}>
             Preview again
           </button>
