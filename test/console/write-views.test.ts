@@ -277,6 +277,9 @@ test('a breaking write: "Save anyway" only with the right to break, which sends 
     await watch.page.getByRole('button', { name: 'Preview' }).click();
     return watch;
   };
+  // The root must pass before the write for the write to break it: the fixture leaves FEATURE_X missing there.
+  const fixed = await call(own, tokens.admin, 'POST', '/upsert', { store: 'main', set: '', schema: 'app', values: { FEATURE_X: 'off' }, message: 'the root passes' });
+  assert.equal(fixed.status, 200);
   const refusal = await call(own, tokens.writer, 'POST', '/upsert', { store: 'main', set: '', schema: 'app', values: { API_HOST: null }, dryRun: true });
   assert.equal(refusal.status, 422);
   assert.equal(refusal.body.type, 'urn:cfgu:problem:write-breaks');
