@@ -126,7 +126,7 @@ function checkoutFiles(): string[] {
   return walk('');
 }
 
-/** `npm pack` in a copy of the checkout (its node_modules linked, for prepack's build); the tarball's folder. */
+/** `npm pack` in a copy of the checkout (its node_modules linked, for prepack's build); the tarball's path. */
 async function pack(work: string): Promise<string> {
   const copy = join(work, 'checkout');
   for (const f of checkoutFiles()) {
@@ -178,7 +178,7 @@ async function serve(site: string, env: NodeJS.ProcessEnv) {
     await closed;
     assert.match(log, /"msg":"stopped"/, log);
   };
-  return { start, base, stop, log: () => log };
+  return { start, base, stop };
 }
 
 /** Everything the file checks, on one Node. */
