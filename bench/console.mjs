@@ -5,8 +5,8 @@
 //           start to the first cell of the grid on screen, signed-in page loaded cold (a new browser context each run).
 //   export  POST /export throughput (the 10-key workload of bench/fixture.mjs, `--workers 1`) in rounds alternating
 //           between: exports only; exports with console pages open (the matrix and the values view, each holding
-//           its change stream); and the same pages while a writer changes the console's store once a second (each
-//           change makes every open page fetch again). The server's own CPU per round is shown too.
+//           its change stream); a writer changing the console's store once a second, without pages (the control);
+//           and both (each change makes every open page fetch again). The server's own CPU per round is shown too.
 //
 //   npm run build && node bench/console.mjs [--part size,matrix,export] [--runs 7] [--rounds 3] [--duration 8] [--pages 2]
 import { spawn } from 'node:child_process';
@@ -136,12 +136,12 @@ async function exportWithConsole(base, pid, b) {
     })();
     return { stop: () => ((running = false), done) };
   };
-  const conditions = ['exports only', 'console pages open', 'console pages open, a write each second'];
+  const conditions = ['exports only', 'console pages open', 'a write each second, no console', 'console pages open, a write each second'];
   const results = Object.fromEntries(conditions.map((c) => [c, []]));
   for (let round = 0; round < Number(args.rounds); round++) {
     for (const condition of conditions) {
-      const context = condition === conditions[0] ? undefined : await open();
-      const w = condition === conditions[2] ? writer() : undefined;
+      const context = condition.startsWith('console') ? await open() : undefined;
+      const w = condition.includes('a write each second') ? writer() : undefined;
       const cpu0 = cpuSeconds(pid);
       const r = await exportLoad();
       r.cpu = cpuSeconds(pid) - cpu0;
