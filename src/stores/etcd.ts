@@ -85,8 +85,8 @@ export class EtcdConfigStore implements RevisionedStore {
     const s = checkedSet(set);
     const checked = checkedChanges(changes);
     // The written keys are followed from now on (ReadKeys), so that the watch reports this write too.
-    const written = checked.map((ch) => ({ set: s, key: ch.key }));
-    const plan = await this.read.around(written, () => this.guard((c) => this.revisions.write(c, s, checked, options)));
+    this.read.follow(checked.map((ch) => ({ set: s, key: ch.key })));
+    const plan = await this.guard((c) => this.revisions.write(c, s, checked, options));
     return { set: s, revision: plan.revision, records: plan.records };
   }
 
@@ -169,7 +169,8 @@ export class EtcdConfigStore implements RevisionedStore {
       return;
     }
     // The written keys are followed from now on (ReadKeys), so that the watch reports this write too.
-    await this.read.around(configs, () => this.guard(async (c) => {
+    this.read.follow(configs);
+    await this.guard(async (c) => {
       for (let attempt = 0; attempt < MAX_WRITE_ATTEMPTS; attempt++) {
         const found = await this.readKeys(c, keys);
         const current = new Map<string, string | undefined>();
@@ -194,7 +195,7 @@ export class EtcdConfigStore implements RevisionedStore {
         await new Promise((r) => setTimeout(r, Math.random() * 10 * (attempt + 1)));
       }
       throw new StoreUnavailableError(this.name, 'too many concurrent writers; try again', 1);
-    }));
+    });
   }
 
   /**

@@ -152,15 +152,23 @@ export class ReadKeys {
         if (n > 0) this.inFlight.set(k, n);
         else this.inFlight.delete(k);
       }
-      for (const q of queries) {
-        const key = storageKeyOf(q);
-        let sets = this.known.get(key);
-        if (!sets) {
-          if (this.known.size >= MAX_READ_KEYS) this.known.delete(this.known.keys().next().value!);
-          this.known.set(key, (sets = new Set()));
-        }
-        sets.add(q.set);
+      this.follow(queries);
+    }
+  }
+
+  /**
+   * Follow these storage keys from now on, each with the set it is asked for: a read once it completes, and a write of
+   * this store object before it is sent (its own change is then reported with exactly the sets it wrote).
+   */
+  follow(queries: readonly ConfigQuery[]): void {
+    for (const q of queries) {
+      const key = storageKeyOf(q);
+      let sets = this.known.get(key);
+      if (!sets) {
+        if (this.known.size >= MAX_READ_KEYS) this.known.delete(this.known.keys().next().value!);
+        this.known.set(key, (sets = new Set()));
       }
+      sets.add(q.set);
     }
   }
 

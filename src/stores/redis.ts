@@ -103,8 +103,8 @@ export class RedisConfigStore implements RevisionedStore {
     const s = checkedSet(set);
     const checked = checkedChanges(changes);
     // The written keys are followed from now on (ReadKeys), so that a keyspace event reports this write too.
-    const written = checked.map((ch) => ({ set: s, key: ch.key }));
-    const plan = await this.read.around(written, () => this.writes.run(() => this.guard((c) => this.revisions.write(c, s, checked, options))));
+    this.read.follow(checked.map((ch) => ({ set: s, key: ch.key })));
+    const plan = await this.writes.run(() => this.guard((c) => this.revisions.write(c, s, checked, options)));
     return { set: s, revision: plan.revision, records: plan.records };
   }
 
@@ -183,7 +183,8 @@ export class RedisConfigStore implements RevisionedStore {
     if (!configs.length) return;
     const keys = storageKeys(configs);
     // The written keys are followed from now on (ReadKeys), so that a keyspace event reports this write too.
-    await this.read.around(configs, () => this.writes.run(() =>
+    this.read.follow(configs);
+    await this.writes.run(() =>
       this.guard(async (c) => {
         for (let attempt = 0; attempt < MAX_WRITE_ATTEMPTS; attempt++) {
           await c.watch(...keys);
@@ -216,7 +217,7 @@ export class RedisConfigStore implements RevisionedStore {
         }
         throw new StoreUnavailableError(this.name, 'too many concurrent writers; try again', 1);
       }),
-    ));
+    );
   }
 
   /**

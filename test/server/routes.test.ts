@@ -535,7 +535,11 @@ describe('docs', () => {
     assert.equal(r.statusCode, 200);
     const doc = r.json();
     assert.equal(doc.openapi, '3.1.0');
-    assert.deepEqual(Object.keys(doc.paths).sort(), ['/explain', '/export', '/history', '/live', '/matrix', '/ready', '/rollback', '/schemas', '/schemas/{name}', '/session', '/sets', '/stores', '/upsert']);
+    assert.deepEqual(Object.keys(doc.paths).sort(), ['/changes', '/explain', '/export', '/history', '/live', '/matrix', '/ready', '/rollback', '/schemas', '/schemas/{name}', '/session', '/sets', '/stores', '/upsert']);
+    const changes = doc.paths['/changes'].get;
+    assert.match(changes.responses['200'].description, /^A stream of Server-Sent Events: first `event: ready`/);
+    assert.deepEqual(changes.responses['200'].content['text/event-stream'].schema, { type: 'string' });
+    for (const s of ['400', '401', '403', '405', '429', '500', '503']) assert.ok(changes.responses[s].content['application/problem+json'], `/changes response ${s}`);
     const matrix = doc.paths['/matrix'].post;
     assert.ok(matrix.requestBody.content['application/json'].schema);
     for (const s of ['200', '400', '401', '403', '405', '413', '415', '422', '500', '503']) assert.ok(matrix.responses[s], `/matrix response ${s}`);

@@ -28,14 +28,22 @@ export interface SseStream {
  * client's address (another loopback address is another anonymous client).
  */
 export function openStream(url: string, body: unknown, headers: Record<string, string> = {}, options: { path?: string; localAddress?: string } = {}): Promise<SseStream> {
+  return streamOf(url, JSON.stringify(body), headers, options);
+}
+
+/** GET `url` with `Accept: text/event-stream` (as an EventSource does: GET /changes); as `openStream` otherwise. */
+export function openGetStream(url: string, headers: Record<string, string> = {}, options: { localAddress?: string } = {}): Promise<SseStream> {
+  return streamOf(url, undefined, headers, options);
+}
+
+function streamOf(url: string, text: string | undefined, headers: Record<string, string>, options: { path?: string; localAddress?: string }): Promise<SseStream> {
   return new Promise((resolve, reject) => {
-    const text = JSON.stringify(body);
     const req = request(url, {
-      method: 'POST',
+      method: text === undefined ? 'GET' : 'POST',
       agent: false,
       ...(options.path ? { path: options.path } : {}),
       ...(options.localAddress ? { localAddress: options.localAddress } : {}),
-      headers: { 'content-type': 'application/json', accept: 'text/event-stream', connection: 'close', ...headers },
+      headers: { ...(text === undefined ? {} : { 'content-type': 'application/json' }), accept: 'text/event-stream', connection: 'close', ...headers },
     });
     req.on('error', reject);
     req.on('response', (res) => {
@@ -83,6 +91,7 @@ export function openStream(url: string, body: unknown, headers: Record<string, s
       res.on('error', endResolve);
       resolve(stream);
     });
-    req.end(text);
+    if (text === undefined) req.end();
+    else req.end(text);
   });
 }

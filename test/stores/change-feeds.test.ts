@@ -22,7 +22,7 @@ import { createStore } from '../../src/stores/index.js';
 import { mysqlFeedChecks } from '../../src/stores/mysql.js';
 import { postgresFeedChecks } from '../../src/stores/postgresql.js';
 import { digestRows } from '../../src/stores/sql.js';
-import type { ChangeFeed, ChangeListener, ChangeNotice, ConfigStore } from '../../src/core/ports.js';
+import type { ChangeFeed, ChangeListener, ChangeNotice, ConfigStore, RevisionedStore } from '../../src/core/ports.js';
 import { dropMariadbTables, dropPostgresTables, etcdPut, mariadb, md5, myUpsert, pgUpsert, psql, redisCli, sqlite3 } from '../helpers/plain-clients.js';
 import { startPrivate, type PrivateServer } from '../helpers/private.js';
 import { probeTcp, requireService } from '../helpers/services.js';
@@ -97,6 +97,17 @@ async function firstNotice(recs: Recorder[], what: string, writes: () => Promise
     assert.equal(seen.index, marks[i], `${what}: no notice before it`);
     assert.deepEqual(sorted(seen.notice), [...sets].sort(), what);
   }
+}
+
+/**
+ * A key-value kind whose feed follows only the keys its store object asked for (Redis with keyspace notifications,
+ * etcd): the store's own writes (a revisioned write, a plain batch) of sets it never read reach its feed too, and
+ * nothing comes before them.
+ */
+async function ownWritesReported(store: ConfigStore, rec: Recorder): Promise<void> {
+  const revisioned = store as ConfigStore & RevisionedStore;
+  await firstNotice([rec], 'its own revisioned write of a set it never read', () => revisioned.write('own/written', [{ key: 'K', value: 'v' }]), ['own/written']);
+  await firstNotice([rec], 'its own batch of a set it never read', () => store.set([{ set: 'own/batch', key: 'K', value: 'v' }]), ['own/batch']);
 }
 
 /**
@@ -460,6 +471,7 @@ describe('redis change feed', () => {
       await redisCli(server.port, 'SET', 'app/prod', '{"K":"v"}');
     }, ['app/prod']);
     await firstNotice(recs.slice(0, 1), 'a root key deleted', () => redisCli(server.port, 'DEL', 'ROOT').then(() => redisCli(server.port, 'SET', 'ROOT', 'r')), ['']);
+    await ownWritesReported(one, recs[0]!);
   });
 
   test('a private server stopped and restarted during a watch: error(), then change({}), then writes are seen again', async (t) => {
@@ -490,6 +502,7 @@ describe('etcd change feed (native watch)', () => {
     await outage(server, recs);
     await etcdPut(server.url, 'back', '{"K":"v"}');
     for (const rec of recs) await rec.next('a put after the restart', (e) => 'change' in e && !!e.change.sets?.includes('back'));
+    await ownWritesReported(one, recs[0]!);
   });
 });
 

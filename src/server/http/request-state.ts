@@ -56,10 +56,16 @@ declare module 'fastify' {
 
 /**
  * `app.cfgu`, the request fields, and the server's answers to what Node handles before Fastify (`Expect` other than
- * 100-continue, CONNECT). The watch hub closes with the app.
+ * 100-continue, CONNECT). The watch hub closes with the app (its streams ended first).
  */
 export const requestState = fp<{ state: CfguState }>(async (app, { state }) => {
   app.decorate('cfgu', state);
+  // Closing the app ends its streams and answers its held long polls first (as a shutdown's drain does): the server
+  // waits for every open connection before it closes, and a stream's would never end by itself.
+  app.addHook('preClose', (done) => {
+    state.watch.drain();
+    done();
+  });
   app.addHook('onClose', () => state.watch.close());
   app.server.on('checkExpectation', answerExpectation);
   app.server.on('connect', answerConnect);
