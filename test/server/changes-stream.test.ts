@@ -434,6 +434,20 @@ describe('who sees what', () => {
   });
 });
 
+describe('rate limits', () => {
+  test('GET /changes spends the caller\'s budget as other routes do: over it, 429 before anything opens', async (t) => {
+    const w = await world(t, { rateLimit: { enabled: true, max: 2, windowSeconds: 3600 } });
+    await follow(t, w, 'mem');
+    await follow(t, w, 'files');
+    const r = await call(`${w.base}/changes?store=mem`, { headers: ADMIN });
+    const retry = Number(r.headers['retry-after']);
+    assert.ok(Number.isInteger(retry) && retry >= 1 && retry <= 3600, `Retry-After ${r.headers['retry-after']}`);
+    assert.deepEqual(isProblem(r, 429), { type: 'urn:cfgu:problem:rate-limited', title: 'Too Many Requests', status: 429, detail: `more than 2 requests in 3600 s; retry after ${retry} s` });
+    assert.equal(w.app.cfgu.watch.watchers, 2);
+    await follow(t, w, 'mem', bearer(PROD)); // another subject: its own budget
+  });
+});
+
 describe('the stream\'s life', () => {
   test('a JWT that expires ends the stream with an end event holding the 401 body', async (t) => {
     const w = await world(t, { watch: { heartbeatMs: 3_600_000 } });
@@ -454,14 +468,14 @@ describe('the stream\'s life', () => {
     assert.equal(w.app.cfgu.watch.watchers, 0);
   });
 
-  test('a reload of the credentials: a removed credential ends its stream (401), a grant narrowed off the store (403)', async (t) => {
+  test('a reload of the credentials: a removed credential ends its stream (401), a grant narrowed off the store (403), narrowed sets cut the next event', async (t) => {
     const w = await world(t, { watch: { heartbeatMs: 3_600_000 } });
     const memStream = await follow(t, w, 'mem', bearer(MEM_ONLY));
     const prodStream = await follow(t, w, 'files', bearer(PROD));
     const kept = await follow(t, w, 'mem', bearer(PROD));
     // prod-team keeps its grant on mem only; mem-team is gone.
     const auth = authSettings(['mem']);
-    w.app.cfgu.replaceCredentials({ ...resolveSettings({ fileSettings: { auth: { ...auth, credentials: auth.credentials.slice(0, 1) } }, file: join(w.dir, '.configu'), env: {} }).auth });
+    w.app.cfgu.replaceCredentials(resolveSettings({ fileSettings: { auth: { ...auth, credentials: auth.credentials.slice(0, 1) } }, file: join(w.dir, '.configu'), env: {} }).auth);
     await memStream.ended;
     await prodStream.ended;
     assert.deepEqual(memStream.events.map((e) => e.event), ['ready', 'end']);
@@ -470,6 +484,12 @@ describe('the stream\'s life', () => {
     assert.deepEqual(JSON.parse(prodStream.events[1]!.data), forbiddenStore('files'));
     await w.mem.set([{ set: 'prod', key: 'K', value: '1' }]);
     await changeNaming(kept, 'prod');
+    // Its sets narrowed to prod/eu: the next event is cut by the new grants.
+    const narrowed = { ...auth, credentials: [{ ...auth.credentials[0]!, sets: ['prod/eu'] }] };
+    w.app.cfgu.replaceCredentials(resolveSettings({ fileSettings: { auth: narrowed }, file: join(w.dir, '.configu'), env: {} }).auth);
+    await Promise.all([w.mem.set([{ set: 'prod/us', key: 'K', value: '1' }]), w.mem.set([{ set: 'prod/eu', key: 'K', value: '1' }])]);
+    await changeNaming(kept, 'prod/eu');
+    assert.deepEqual(changes(kept), [{ store: 'mem', sets: ['prod'] }, { store: 'mem', sets: ['prod/eu'] }]);
   });
 
   test('a feed outage: an error event with the 503 body, then "any set" once the store is back; a stream opened meanwhile is told at once', async (t) => {

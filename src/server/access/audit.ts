@@ -1,8 +1,8 @@
 /**
  * The audit log: one line per request to a route that reads values (POST /export: plain, streamed or long-polled;
- * POST /explain), whatever its outcome, saying who asked (the credential's name, the JWT's `sub`, `preshared:<n>` for
- * the n-th preshared key, null without authentication), from where, for which store and set of each command, how many
- * keys were answered and the status. Never a value, an override, a token or a message: the line is built from the
+ * POST /explain; the write routes; the change streams of GET /changes), whatever its outcome, saying who asked (the
+ * credential's name, the JWT's `sub`, `preshared:<n>` for the n-th preshared key, null without authentication), from
+ * where, for which store and set of each command, how many keys were answered and the status. Never a value, an override, a token or a message: the line is built from the
  * command's store and set only.
  */
 import type { FastifyReply, FastifyRequest } from 'fastify';

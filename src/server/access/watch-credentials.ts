@@ -7,7 +7,7 @@
  *   - before each delivery and at each heartbeat, the watcher's original Authorization header goes through the app's
  *     current authenticator again: a credential no longer accepted (removed by a reload of the credentials, or mapped
  *     to another identity) ends the watch, and so does a principal whose scope no longer covers the pipeline (the
- *     scope check of the route, run again).
+ *     scope check of the route, run again), or, for a change stream of GET /changes, no longer names its store.
  * The app owns the authenticator through an `AuthenticatorHolder`, so a reload replaces it for new requests and
  * watchers alike.
  */

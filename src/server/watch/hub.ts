@@ -13,11 +13,13 @@
  * event, a held long poll is answered 401 or 403, when the token expires, is no longer accepted, or its scope no
  * longer covers the pipeline. Each watcher's answer is kept once per pipeline as the bytes of its SSE event
  * (./state.ts), never copied per stream. Each store a watched pipeline reads has one change feed per process
- * (ResolvedStore.watch, or a periodic re-evaluation every `pollMs` for a kind without one); a notice re-evaluates only
+ * (./store-feeds.ts: ResolvedStore.watch, or a periodic re-evaluation every `pollMs` for a kind without one), shared
+ * with the change streams of GET /changes (./store-streams.ts, served here too: `follow`); a notice re-evaluates only
  * the pipelines that read one of the notice's sets (a set or one of its descendants: a pipeline of set `prod/eu` reads
  * `prod` and the root). A pipeline that names a schema of the server (`"schema": "app"`) keeps the name: each
  * evaluation uses the schema of that moment, and a change of that schema's file (../schemas/watch.ts) re-evaluates
- * the pipelines that name it.
+ * the pipelines that name it. Every watcher (streams of both routes, held long polls) counts against the same limits
+ * (./slots.ts).
  */
 import { createHash } from 'node:crypto';
 import type { FastifyBaseLogger, FastifyReply, FastifyRequest } from 'fastify';
