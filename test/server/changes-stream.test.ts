@@ -42,6 +42,7 @@ const MEM_ONLY = `cfgu_mem-${randomUUID()}`;
 const ISSUER = 'https://idp.changes.test';
 const AUDIENCE = 'cfgu-proxy';
 const PG_TABLE = `cfgu_changes_${RUN}`;
+const PG_POLLED = `cfgu_changes_${RUN}_p`;
 
 const UNAUTHORIZED = { type: 'urn:cfgu:problem:unauthorized', title: 'Unauthorized', status: 401, detail: 'a valid bearer key is required (Authorization: Bearer <key>)' };
 const forbiddenStore = (store: string) => ({
@@ -63,7 +64,7 @@ before(async () => {
   writeFileSync(jwksFile, JSON.stringify({ keys: [{ ...(await exportJWK(pair.publicKey)), kid: 'k1', alg: 'RS256', use: 'sig' }] }));
 });
 after(async () => {
-  await dropPostgresTables(PG, [PG_TABLE]);
+  await dropPostgresTables(PG, [PG_TABLE, PG_POLLED]);
   removeTempDirs();
 });
 
@@ -103,9 +104,9 @@ interface World {
 
 /**
  * A server over stores `files` (json-file, the default), `lite` (sqlite), `mem` (in-memory), `polled` (a json-file
- * whose change feed this resolver hides) and, with `pg`, `pg` (PostgreSQL, notify: true). Closed when the test ends.
+ * whose change feed this resolver hides) and, with `pg`, `pg` (PostgreSQL, with `notify: true` or polled). Closed when the test ends.
  */
-async function world(t: TestContext, proxy: Record<string, unknown> = {}, options: { auth?: boolean; pg?: boolean } = {}): Promise<World> {
+async function world(t: TestContext, proxy: Record<string, unknown> = {}, options: { auth?: boolean; pg?: 'notify' | 'poll' } = {}): Promise<World> {
   const dir = tempDir('cfgu-changes-');
   const files = join(dir, 'config.json');
   const polled = join(dir, 'polled.json');
@@ -116,7 +117,9 @@ async function world(t: TestContext, proxy: Record<string, unknown> = {}, option
     mem: { type: 'in-memory' },
     polled: { type: 'json-file', configuration: { path: polled } },
   };
-  if (options.pg) stores.pg = { type: 'postgresql', configuration: { ...PG, tableName: PG_TABLE, notify: true, feedIntervalMs: 50 } };
+  if (options.pg === 'notify') stores.pg = { type: 'postgresql', configuration: { ...PG, tableName: PG_TABLE, notify: true, feedIntervalMs: 50 } };
+  // Without notify, a periodic check that here never comes by itself: only this server's own writes start one.
+  if (options.pg === 'poll') stores.pg = { type: 'postgresql', configuration: { ...PG, tableName: PG_POLLED, feedIntervalMs: 3_600_000 } };
   writeJson(join(dir, '.configu'), { stores });
   const registry: StoreRegistryWithStatus = createStoreRegistry(await loadConfiguration({ file: join(dir, '.configu') }), { logger: { warn: () => undefined } });
   t.after(() => registry.close());
@@ -246,7 +249,7 @@ describe('a write reaches the change streams of its store', () => {
   test('postgresql, notify: true: an upsert is one event naming the set; psql\'s write names its set', async (t) => {
     if (!(await requireService(t, 'postgresql', probeTcp(PG.port)))) return;
     if (!requireTool(t, 'psql')) return;
-    const w = await world(t, {}, { pg: true });
+    const w = await world(t, {}, { pg: 'notify' });
     await upsert(w, 'pg', 'init', { I: '1' }); // the table exists before the feed installs its trigger
     const s = await follow(t, w, 'pg');
     await changeNaming(s, null); // listening: "any set", once
@@ -258,6 +261,26 @@ describe('a write reaches the change streams of its store', () => {
       { store: 'pg', sets: null },
       { store: 'pg', sets: ['prod/eu'] },
       { store: 'pg', sets: ['staging'] },
+    ]);
+  });
+
+  test('postgresql without notify (a periodic check every hour): an upsert of this server still arrives at once', async (t) => {
+    if (!(await requireService(t, 'postgresql', probeTcp(PG.port)))) return;
+    if (!requireTool(t, 'psql')) return;
+    const w = await world(t, {}, { pg: 'poll' });
+    await upsert(w, 'pg', 'init', { I: '1' });
+    const s = await follow(t, w, 'pg');
+    await changeNaming(s, null); // the first check (the baseline): "any set", once
+    await upsert(w, 'pg', 'prod/eu', { HOST: 'a' });
+    await changeNaming(s, 'prod/eu');
+    // psql's write is seen at the next check, here the one the next write of this server starts.
+    await psql(PG.port, PG.database, pgUpsert(PG_POLLED, 'staging', 'HOST', 's'));
+    await upsert(w, 'pg', 'marker', { M: '1' });
+    await changeNaming(s, 'marker');
+    assert.deepEqual(changes(s), [
+      { store: 'pg', sets: null },
+      { store: 'pg', sets: ['prod/eu'] },
+      { store: 'pg', sets: ['marker', 'staging'] },
     ]);
   });
 

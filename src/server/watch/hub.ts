@@ -52,8 +52,6 @@ interface StoreFeed {
   unsubscribe: () => void;
 }
 
-
-
 /** Metrics and traces of watch work (../observe/observation.ts): evaluations counted and traced, stream ends counted. */
 export interface WatchObserver {
   watchEvaluation<T>(commands: readonly EvalCommandInput[], watchers: number, run: (engine: Engine) => Promise<T>): Promise<T>;
@@ -159,7 +157,7 @@ export class WatchHub implements PipelineOwner {
     return run({ stores: this.registry, ...(this.evaluator ? { expressions: this.evaluator } : {}) });
   }
 
-  /** Streams plus held long polls (and watchers being set up). */
+  /** Streams (of POST /export and GET /changes) plus held long polls (and watchers being set up). */
   get watchers(): number {
     return this.slots.total;
   }
