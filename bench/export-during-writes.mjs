@@ -1,20 +1,37 @@
 // POST /export throughput with and without writes running at the same time: the 10-key workload (W10) of
-// bench/fixture.mjs against one server (`--workers 1`), in rounds that alternate between "exports only" and "exports
-// while a writer sends POST /upsert at a steady rate" (to another set of the same json-file store, each write a new
-// revision with its history record), so that the machine's moving load falls on both alike. Shown per condition: the
-// median and best req/s and p50/p99 latency of the exports, and the writes the writer got through (all must be 200).
+// bench/fixture.mjs against one server per build (`--workers 1`), in rounds that alternate between "exports only" and
+// "exports while a writer sends POST /upsert at a steady rate", so that the machine's moving load falls on every
+// condition alike. Two write targets: a set the exports do not read ("bench/writes") and the set they read
+// ("prod/eu", key COUNTER, which W10 does not declare: its answer stays the same, but the store's data for that set
+// changes). Each write is a new revision with its history record. Shown per build and condition: the median and best
+// req/s and p50/p99 latency of the exports, their ratio to "exports only" of the same build, and the writes the writer
+// got through (all must be 200).
+//
+// Then the CPU of a write: per build and target, --cpu-writes writes one at a time without exports, the server's CPU
+// time (user + system of its process tree, from /proc, so the file system's thread pool counts) divided by the writes.
 //
 //   npm run build && node bench/export-during-writes.mjs [--duration 8] [--rounds 3] [--connections 10] [--write-rate 20]
+//     [--kind json-file|sqlite|postgresql] [--builds DIR[,DIR]] [--cpu-writes 200] [--targets other,read]
 //   (--write-rate 0: the writer sends its next write as soon as the last one is answered; --write-store secrets: the
-//   writes go to the fixture's small second store, which the exports do not read)
+//   writes go to the fixture's small second store (json-file), which the exports do not read; --builds: built checkouts
+//   to compare in the same run, e.g. the base commit in a worktree of its own beside this one: `--builds
+//   ../base,.`; each gets its own server and its own copy of the data, and the order flips every round)
+//
+// --kind sqlite or postgresql puts the fixture's main store (the one W10 reads and the writes go to) in that kind: a
+// SQLite file beside the fixture, or a table `bench_edw_<pid>_<n>` in the PostgreSQL at 127.0.0.1:5432 (user postgres,
+// database test), dropped at the end with its history tables.
 import { spawn } from 'node:child_process';
-import { dirname, join } from 'node:path';
+import { createHash } from 'node:crypto';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual, parseArgs } from 'node:util';
 import { workloads, writeFixture } from './fixture.mjs';
-import { freePort, load, waitReady } from './harness.mjs';
+import { cpuSeconds, freePort, load, waitReady } from './harness.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
+const require = createRequire(import.meta.url);
 const { values: args } = parseArgs({
   options: {
     duration: { type: 'string', default: '8' },
@@ -22,32 +39,103 @@ const { values: args } = parseArgs({
     connections: { type: 'string', default: '10' },
     'write-rate': { type: 'string', default: '20' },
     'write-store': { type: 'string', default: 'main' },
+    kind: { type: 'string', default: 'json-file' },
+    builds: { type: 'string', default: '.' },
+    'cpu-writes': { type: 'string', default: '200' },
+    targets: { type: 'string', default: 'other,read' },
   },
 });
 const rate = Number(args['write-rate']);
+const TARGETS = { other: 'bench/writes', read: 'prod/eu' };
+const targets = args.targets.split(',').filter(Boolean);
+for (const t of targets) if (!TARGETS[t]) throw new Error(`unknown target ${t} (other, read)`);
+if (!['json-file', 'sqlite', 'postgresql'].includes(args.kind)) throw new Error(`unknown kind ${args.kind} (json-file, sqlite, postgresql)`);
 const w10 = workloads.find((w) => w.name.startsWith('10 keys'));
-const config = writeFixture(join(root, 'bench', '.tmp', 'export-during-writes'));
-const port = await freePort();
-const server = spawn(process.execPath, [join(root, 'bin/cfgu.js'), 'serve', '--config', config, '--port', String(port), '--host', '127.0.0.1', '--workers', '1'], {
-  env: { ...process.env, CONFIGU_LOG_ENABLED: 'false' },
-  stdio: ['ignore', 'ignore', 'inherit'],
-});
-const base = `http://127.0.0.1:${port}`;
+const PG = { host: '127.0.0.1', port: 5432, user: 'postgres', database: 'test' };
+const pgTables = [];
 
-/** Write until `stop()`; resolves with how many writes were answered 200 (any other answer is fatal). */
-function writer() {
+/** The fixture for one build, with its main store in the chosen kind (seeded with the json-file fixture's values). */
+async function fixtureFor(n) {
+  const config = writeFixture(join(root, 'bench', '.tmp', `export-during-writes-${n}`));
+  if (args.kind === 'json-file') return config;
+  const dir = dirname(config);
+  const configs = JSON.parse(readFileSync(join(dir, 'main.json'), 'utf8'));
+  const row = (c) => [createHash('md5').update(c.set + c.key).digest('hex'), c.set, c.key, c.value];
+  const configu = JSON.parse(readFileSync(config, 'utf8'));
+  if (args.kind === 'sqlite') {
+    const Database = require('better-sqlite3');
+    const file = join(dir, 'main.db');
+    const db = new Database(file);
+    db.exec('DROP TABLE IF EXISTS config; DROP TABLE IF EXISTS config_revisions; DROP TABLE IF EXISTS config_history');
+    db.exec('CREATE TABLE config ("id" varchar(32) PRIMARY KEY NOT NULL, "set" text NOT NULL, "key" text NOT NULL, "value" text NOT NULL)');
+    const insert = db.prepare('INSERT INTO config VALUES (?, ?, ?, ?)');
+    db.transaction(() => configs.forEach((c) => insert.run(...row(c))))();
+    db.close();
+    configu.stores.main = { type: 'sqlite', configuration: { database: file, tableName: 'config' }, default: true };
+  } else {
+    const pg = require('pg');
+    const table = `bench_edw_${process.pid}_${n}`;
+    pgTables.push(table);
+    const c = new pg.Client(PG);
+    await c.connect();
+    await c.query(`CREATE TABLE "${table}" ("id" varchar(32) NOT NULL PRIMARY KEY, "set" text NOT NULL, "key" text NOT NULL, "value" text NOT NULL)`);
+    for (let i = 0; i < configs.length; i += 500) {
+      const part = configs.slice(i, i + 500);
+      await c.query(`INSERT INTO "${table}" VALUES ${part.map((_, j) => `($${j * 4 + 1}, $${j * 4 + 2}, $${j * 4 + 3}, $${j * 4 + 4})`).join(', ')}`, part.flatMap(row));
+    }
+    await c.end();
+    configu.stores.main = { type: 'postgresql', configuration: { host: PG.host, port: PG.port, username: PG.user, database: PG.database, tableName: table }, default: true };
+  }
+  writeFileSync(config, JSON.stringify(configu, null, 2));
+  return config;
+}
+
+async function dropTables() {
+  if (!pgTables.length) return;
+  const pg = require('pg');
+  const c = new pg.Client(PG);
+  await c.connect();
+  for (const t of pgTables) for (const name of [t, `${t}_revisions`, `${t}_history`]) await c.query(`DROP TABLE IF EXISTS "${name}"`);
+  await c.end();
+}
+
+const builds = args.builds.split(',').map((d, n) => ({ n, dir: resolve(d), label: basename(resolve(d)) }));
+const children = [];
+
+async function start(build) {
+  const config = await fixtureFor(build.n);
+  const port = await freePort();
+  const child = spawn(process.execPath, [join(build.dir, 'bin/cfgu.js'), 'serve', '--config', config, '--port', String(port), '--host', '127.0.0.1', '--workers', '1'], {
+    env: { ...process.env, CONFIGU_LOG_ENABLED: 'false' },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  children.push(child);
+  const base = `http://127.0.0.1:${port}`;
+  await waitReady(base);
+  const res = await fetch(`${base}/export`, { method: 'POST', body: JSON.stringify(w10.body), headers: { 'content-type': 'application/json' } });
+  if (res.status !== 200 || !isDeepStrictEqual(await res.json(), w10.expected)) throw new Error(`${build.label}: W10: unexpected answer`);
+  return { ...build, base, pid: child.pid, counter: 0 };
+}
+
+/** One write of COUNTER at `set` (any answer but 200 is fatal). */
+async function writeOnce(s, set) {
+  const res = await fetch(`${s.base}/upsert`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ store: args['write-store'], set, schema: { keys: { COUNTER: {} } }, values: { COUNTER: String(s.counter++) }, message: 'bench' }),
+  });
+  const text = await res.text();
+  if (res.status !== 200) throw new Error(`POST /upsert: ${res.status} ${text.slice(0, 300)}`);
+}
+
+/** Write until `stop()`; resolves with how many writes were answered 200. */
+function writer(s, set) {
   let running = true;
   let n = 0;
   const done = (async () => {
     while (running) {
       const started = performance.now();
-      const res = await fetch(`${base}/upsert`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
-        body: JSON.stringify({ store: args['write-store'], set: 'bench/writes', schema: { keys: { COUNTER: {} } }, values: { COUNTER: String(n) }, message: 'bench' }),
-      });
-      const text = await res.text();
-      if (res.status !== 200) throw new Error(`POST /upsert: ${res.status} ${text.slice(0, 300)}`);
+      await writeOnce(s, set);
       n++;
       const wait = rate > 0 ? 1000 / rate - (performance.now() - started) : 0;
       if (wait > 0) await new Promise((r) => setTimeout(r, wait));
@@ -58,33 +146,58 @@ function writer() {
 }
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[xs.length >> 1];
+const conditions = ['alone', ...targets];
 
 try {
-  await waitReady(base);
-  const res = await fetch(`${base}/export`, { method: 'POST', body: JSON.stringify(w10.body), headers: { 'content-type': 'application/json' } });
-  if (res.status !== 200 || !isDeepStrictEqual(await res.json(), w10.expected)) throw new Error('W10: unexpected answer');
+  const started = [];
+  for (const b of builds) started.push(await start(b));
   const body = JSON.stringify(w10.body);
-  const exportLoad = () => load({ url: `${base}/export`, method: 'POST', body, connections: Number(args.connections), duration: Number(args.duration) });
-  await load({ url: `${base}/export`, method: 'POST', body, connections: 4, duration: 3 });
-  const results = { alone: [], writing: [] };
+  const exportLoad = (s) => load({ url: `${s.base}/export`, method: 'POST', body, connections: Number(args.connections), duration: Number(args.duration) });
+  for (const s of started) await load({ url: `${s.base}/export`, method: 'POST', body, connections: 4, duration: 3 });
+  const results = new Map(started.map((s) => [s, Object.fromEntries(conditions.map((c) => [c, []]))]));
+  const cpu = new Map(started.map((s) => [s, Object.fromEntries(targets.map((t) => [t, []]))]));
+  const cpuWrites = Number(args['cpu-writes']);
   for (let round = 0; round < Number(args.rounds); round++) {
-    for (const condition of ['alone', 'writing']) {
-      const w = condition === 'writing' ? writer() : undefined;
-      const r = await exportLoad();
-      r.writes = w ? await w.stop() : 0;
-      if (r.errors || r.non2xx) throw new Error(`${condition}: ${r.errors} errors, ${r.non2xx} non-2xx`);
-      results[condition].push(r);
-      process.stderr.write(`round ${round + 1} ${condition}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50} ms, p99 ${r.p99} ms, ${r.writes} writes\n`);
+    const order = round % 2 ? [...started].reverse() : started;
+    for (const s of order) {
+      for (const condition of conditions) {
+        const w = condition === 'alone' ? undefined : writer(s, TARGETS[condition]);
+        const r = await exportLoad(s);
+        r.writes = w ? await w.stop() : 0;
+        if (r.errors || r.non2xx) throw new Error(`${s.label} ${condition}: ${r.errors} errors, ${r.non2xx} non-2xx`);
+        results.get(s)[condition].push(r);
+        process.stderr.write(`round ${round + 1} ${s.label} ${condition}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50} ms, p99 ${r.p99} ms, ${r.writes} writes\n`);
+      }
+      for (const t of cpuWrites > 0 ? targets : []) {
+        const c0 = cpuSeconds(s.pid);
+        for (let i = 0; i < cpuWrites; i++) await writeOnce(s, TARGETS[t]);
+        const ms = ((cpuSeconds(s.pid) - c0) * 1000) / cpuWrites;
+        cpu.get(s)[t].push(ms);
+        process.stderr.write(`round ${round + 1} ${s.label} CPU per write to "${TARGETS[t]}": ${ms.toFixed(2)} ms\n`);
+      }
     }
   }
-  console.log(`| condition | export req/s (median) | export req/s (best) | p50 / p99 ms (median round) | writes per round (${args.duration} s) |`);
-  console.log('|---|---|---|---|---|');
-  for (const [condition, rs] of Object.entries(results)) {
-    const m = median(rs.map((r) => r.rps));
-    const mr = rs.find((r) => r.rps === m);
-    const label = condition === 'alone' ? 'exports only' : `exports + POST /upsert to "${args['write-store']}" at ${rate > 0 ? `${rate}/s` : 'full speed (one at a time)'}`;
-    console.log(`| ${label} | ${m.toFixed(0)} | ${Math.max(...rs.map((r) => r.rps)).toFixed(0)} | ${mr.p50} / ${mr.p99} | ${median(rs.map((r) => r.writes))} |`);
+  const label = (c) => (c === 'alone' ? 'exports only' : `exports + POST /upsert to "${TARGETS[c]}" at ${rate > 0 ? `${rate}/s` : 'full speed'}`);
+  console.log(`kind ${args.kind}, store "${args['write-store']}", ${args.rounds} rounds of ${args.duration} s, ${args.connections} connections`);
+  console.log(`| build | condition | export req/s median (best) | vs exports only | p50 / p99 ms | writes per round |`);
+  console.log('|---|---|---|---|---|---|');
+  for (const s of started) {
+    const alone = median(results.get(s).alone.map((r) => r.rps));
+    for (const c of conditions) {
+      const rs = results.get(s)[c];
+      const m = median(rs.map((r) => r.rps));
+      const mr = rs.find((r) => r.rps === m);
+      const ratio = c === 'alone' ? '' : `${(((m - alone) / alone) * 100).toFixed(1)}%`;
+      console.log(`| ${s.label} | ${label(c)} | ${m.toFixed(0)} (${Math.max(...rs.map((r) => r.rps)).toFixed(0)}) | ${ratio} | ${mr.p50} / ${mr.p99} | ${median(rs.map((r) => r.writes))} |`);
+    }
+  }
+  if (cpuWrites > 0) {
+    console.log(`\nCPU per write, ms (server process tree; median of rounds, ${cpuWrites} writes one at a time, no exports):`);
+    console.log(`| build | ${targets.map((t) => `to "${TARGETS[t]}"`).join(' | ')} |`);
+    console.log(`|---|${targets.map(() => '---|').join('')}`);
+    for (const s of started) console.log(`| ${s.label} | ${targets.map((t) => median(cpu.get(s)[t]).toFixed(2)).join(' | ')} |`);
   }
 } finally {
-  server.kill('SIGTERM');
+  for (const child of children) child.kill('SIGTERM');
+  await dropTables().catch((e) => console.error(`dropping the bench tables: ${e.message}`));
 }

@@ -206,7 +206,8 @@ export class JsonFileConfigStore implements RevisionedStore {
           (st) => `${st.ino}:${st.size}:${st.mtimeNs}`,
           () => 'missing',
         );
-        const current = await this.readFromDisk();
+        // The file is read again only when it is not the one the memory copy reflects (same rule as reads).
+        const current = file === this.fingerprint && this.error === undefined ? new Map(this.data) : await this.readFromDisk();
         const out = await change(current, file, lock);
         const fingerprint = await this.writeAtomically([...current.values()], () => lock.check());
         await sweepLeftovers(this.path, this.staleLockMs);
