@@ -12,7 +12,7 @@
 //
 //   npm run build && node bench/export-during-writes.mjs [--duration 8] [--rounds 3] [--connections 10] [--write-rate 20]
 //     [--kind json-file|sqlite|postgresql] [--builds DIR[,DIR]] [--cpu-writes 200] [--targets other,read]
-//   (--write-rate 0: the writer sends its next write as soon as the last one is answered; --write-store secrets: the
+//   (--duration 0: the CPU of a write only; --write-rate 0: the writer sends its next write as soon as the last one is answered; --write-store secrets: the
 //   writes go to the fixture's small second store (json-file), which the exports do not read; --builds: built checkouts
 //   to compare in the same run, e.g. the base commit in a worktree of its own beside this one: `--builds
 //   ../base,.`; each gets its own server and its own copy of the data, and the order flips every round)
@@ -153,14 +153,14 @@ try {
   for (const b of builds) started.push(await start(b));
   const body = JSON.stringify(w10.body);
   const exportLoad = (s) => load({ url: `${s.base}/export`, method: 'POST', body, connections: Number(args.connections), duration: Number(args.duration) });
-  for (const s of started) await load({ url: `${s.base}/export`, method: 'POST', body, connections: 4, duration: 3 });
+  if (Number(args.duration) > 0) for (const s of started) await load({ url: `${s.base}/export`, method: 'POST', body, connections: 4, duration: 3 });
   const results = new Map(started.map((s) => [s, Object.fromEntries(conditions.map((c) => [c, []]))]));
   const cpu = new Map(started.map((s) => [s, Object.fromEntries(targets.map((t) => [t, []]))]));
   const cpuWrites = Number(args['cpu-writes']);
   for (let round = 0; round < Number(args.rounds); round++) {
     const order = round % 2 ? [...started].reverse() : started;
     for (const s of order) {
-      for (const condition of conditions) {
+      for (const condition of Number(args.duration) > 0 ? conditions : []) {
         const w = condition === 'alone' ? undefined : writer(s, TARGETS[condition]);
         const r = await exportLoad(s);
         r.writes = w ? await w.stop() : 0;
@@ -179,16 +179,18 @@ try {
   }
   const label = (c) => (c === 'alone' ? 'exports only' : `exports + POST /upsert to "${TARGETS[c]}" at ${rate > 0 ? `${rate}/s` : 'full speed'}`);
   console.log(`kind ${args.kind}, store "${args['write-store']}", ${args.rounds} rounds of ${args.duration} s, ${args.connections} connections`);
-  console.log(`| build | condition | export req/s median (best) | vs exports only | p50 / p99 ms | writes per round |`);
-  console.log('|---|---|---|---|---|---|');
-  for (const s of started) {
-    const alone = median(results.get(s).alone.map((r) => r.rps));
-    for (const c of conditions) {
-      const rs = results.get(s)[c];
-      const m = median(rs.map((r) => r.rps));
-      const mr = rs.find((r) => r.rps === m);
-      const ratio = c === 'alone' ? '' : `${(((m - alone) / alone) * 100).toFixed(1)}%`;
-      console.log(`| ${s.label} | ${label(c)} | ${m.toFixed(0)} (${Math.max(...rs.map((r) => r.rps)).toFixed(0)}) | ${ratio} | ${mr.p50} / ${mr.p99} | ${median(rs.map((r) => r.writes))} |`);
+  if (Number(args.duration) > 0) {
+    console.log(`| build | condition | export req/s median (best) | vs exports only | p50 / p99 ms | writes per round |`);
+    console.log('|---|---|---|---|---|---|');
+    for (const s of started) {
+      const alone = median(results.get(s).alone.map((r) => r.rps));
+      for (const c of conditions) {
+        const rs = results.get(s)[c];
+        const m = median(rs.map((r) => r.rps));
+        const mr = rs.find((r) => r.rps === m);
+        const ratio = c === 'alone' ? '' : `${(((m - alone) / alone) * 100).toFixed(1)}%`;
+        console.log(`| ${s.label} | ${label(c)} | ${m.toFixed(0)} (${Math.max(...rs.map((r) => r.rps)).toFixed(0)}) | ${ratio} | ${mr.p50} / ${mr.p99} | ${median(rs.map((r) => r.writes))} |`);
+      }
     }
   }
   if (cpuWrites > 0) {

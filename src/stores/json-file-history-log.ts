@@ -83,10 +83,27 @@ export function parseLine(text: string): WriteLine | undefined {
   return v as unknown as WriteLine;
 }
 
+/**
+ * The records a line's retention keeps. Records are in revision order, so retention by count drops a run at the
+ * start: found with one loop (a set keeps up to 1,000 records, and this runs at every write) unless a record out of
+ * order, or retention by age, needs the full test.
+ */
+function kept(records: readonly RevisionRecord[], line: WriteLine): readonly RevisionRecord[] {
+  const [through, before] = line.prune;
+  if (before === null) {
+    let start = 0;
+    while (start < records.length && records[start]!.revision <= through) start++;
+    let ordered = true;
+    for (let i = start; i < records.length && ordered; i++) ordered = records[i]!.revision > through && records[i]!.revision < line.revision;
+    if (ordered) return start ? records.slice(start) : records;
+  }
+  const plan = { revision: line.revision, pruneThrough: through, pruneBefore: before ?? undefined };
+  return records.filter((r) => !pruned(r, plan));
+}
+
 /** A set's entry after a write line. */
 export function applyLine(before: SetEntry | undefined, line: WriteLine): SetEntry {
-  const plan = { revision: line.revision, pruneThrough: line.prune[0], pruneBefore: line.prune[1] ?? undefined };
-  const records = [...(before?.records ?? []).filter((r) => !pruned(r, plan)), ...line.records];
+  const records = [...kept(before?.records ?? [], line), ...line.records];
   let snapshot: Snapshot | undefined;
   if (line.records.length) {
     snapshot = new Map(before?.snapshot ?? []);
