@@ -69,6 +69,7 @@ export class JsonFileHistory {
     dataPath: string,
     private readonly store: string,
     private readonly settings: HistorySettings,
+    private readonly compactLines = COMPACT_LINES,
   ) {
     this.path = `${dataPath}.history.json`;
   }
@@ -216,7 +217,7 @@ export class JsonFileHistory {
 
   /** Append the plan's line (fsynced), or compact when due; `cached` follows the file. */
   private async append(c: Cached, set: string, file: string, plan: WritePlan, stillLocked: () => Promise<void>): Promise<void> {
-    const compact = c.identity === 'missing' || c.log.epoch === undefined || c.log.lines >= Math.max(COMPACT_LINES, c.log.records());
+    const compact = c.identity === 'missing' || c.log.epoch === undefined || c.log.lines >= Math.max(this.compactLines, c.log.records());
     const epoch = compact ? newEpoch() : c.log.epoch!;
     const line: WriteLine = { epoch, set, revision: plan.revision, file, prune: [plan.pruneThrough, plan.pruneBefore ?? null], records: plan.records };
     const lineText = `${JSON.stringify(line)}\n`;

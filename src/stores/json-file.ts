@@ -74,6 +74,8 @@ export interface JsonFileStoreOptions {
   feedIntervalMs?: number;
   /** Revisions and history, in `<path>.history.json` (docs/stores.md, "Revisions and history"). */
   history?: HistorySettings;
+  /** The history file is compacted once its lines outnumber this and the records it holds. Default 1000. */
+  historyCompactLines?: number;
 }
 
 const isCode = (e: unknown, ...codes: string[]) => codes.includes((e as NodeJS.ErrnoException)?.code ?? '');
@@ -137,7 +139,7 @@ export class JsonFileConfigStore implements RevisionedStore {
     this.useWatch = options.watch ?? false;
     this.feedIntervalMs = options.feedIntervalMs ?? DEFAULT_FEED_INTERVAL_MS['json-file'];
     this.historySettings = options.history ?? { ...DEFAULT_HISTORY };
-    this.revisions = new JsonFileHistory(options.path, name, this.historySettings);
+    this.revisions = new JsonFileHistory(options.path, name, this.historySettings, options.historyCompactLines);
   }
 
   private readonly historySettings: HistorySettings;
