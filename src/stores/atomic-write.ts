@@ -18,8 +18,11 @@ import { basename, dirname, join } from 'node:path';
 export interface AtomicWriteOptions {
   /** Mode of the new file; by default the mode of the file it replaces, or 0o644 for a new file. */
   mode?: number;
-  /** Runs once the data is on disk, before the rename (e.g. to check a lock is still held); a throw aborts the write. */
-  beforeRename?: () => Promise<void>;
+  /**
+   * Runs once the data is on disk, before the rename, with the new file's stats (e.g. to check a lock is still held);
+   * a throw aborts the write.
+   */
+  beforeRename?: (stats: BigIntStats) => Promise<void>;
 }
 
 /** Random once per process; with a counter, it makes names and tokens unique without a random draw each time. */
@@ -70,7 +73,7 @@ export async function writeFileAtomic(file: string, text: string, options: Atomi
     } finally {
       closeQuietly(fd);
     }
-    await options.beforeRename?.();
+    await options.beforeRename?.(stats);
     await rename(tmp, file);
   } catch (e) {
     try {

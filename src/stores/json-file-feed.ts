@@ -10,7 +10,7 @@ import { readFileSync, statSync, watch, type FSWatcher } from 'node:fs';
 import { basename, dirname } from 'node:path';
 import { StoreUnavailableError } from '../core/errors.js';
 import { reasonOf, type SetIndex } from './common.js';
-import { parseJsonConfigs, setSnapshot, setText } from './json-file-format.js';
+import { fileIdentity, parseJsonConfigs, setSnapshot, setText } from './json-file-format.js';
 import { changedSets, FeedSink, Poller, type OpenFeeds } from './feed.js';
 import type { ChangeFeed, ChangeListener, Config } from '../core/ports.js';
 
@@ -67,7 +67,7 @@ export function watchJsonFile(
     try {
       const st = statSync(options.path, { bigint: true, throwIfNoEntry: false });
       if (st !== undefined && !st.isFile()) throw Object.assign(new Error('not a file'), { code: 'EISDIR' });
-      now = st === undefined ? 'missing' : `${st.ino}:${st.size}:${st.mtimeNs}`;
+      now = st === undefined ? 'missing' : fileIdentity(st);
       if (now === fingerprint) {
         sink.ok();
         return;

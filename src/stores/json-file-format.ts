@@ -1,7 +1,9 @@
 /**
  * The `json-file` store's format: a JSON array of `{ "set", "key", "value" }` objects (the Cfgu v1 layout), parsed
- * leniently about scalars and strictly about shape, and the per-set snapshot the change feed compares.
+ * leniently about scalars and strictly about shape, written as `JSON.stringify` indents it; the per-set snapshot the
+ * change feed compares; a file's identity.
  */
+import { statSync, type BigIntStats } from 'node:fs';
 import { pairKey } from './common.js';
 import type { Config } from '../core/ports.js';
 
@@ -36,6 +38,19 @@ export function parseJsonConfigs(text: string): Parsed {
     configs.set(k, { set, key, value: v });
   }
   return { ok: true, configs };
+}
+
+/** A file's identity: inode, size and modification time in ns (what a write by rename or in place changes). */
+export const fileIdentity = (st: BigIntStats): string => `${st.ino}:${st.size}:${st.mtimeNs}`;
+
+/** The file's identity, or "missing" (also when it cannot be looked at); a synchronous stat, as the per-request check. */
+export function identityOf(path: string): string {
+  try {
+    const st = statSync(path, { bigint: true, throwIfNoEntry: false });
+    return st ? fileIdentity(st) : 'missing';
+  } catch {
+    return 'missing';
+  }
 }
 
 /** The text of one config in the file (as `JSON.stringify` of the array, indented by two, writes it), by config. */

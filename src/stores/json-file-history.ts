@@ -28,6 +28,7 @@ import { fsyncAsync, writeAll, writeFileAtomic } from './atomic-write.js';
 import { Mutex, reasonOf } from './common.js';
 import { HistoryPager, planWrite, type CheckedQuery, type HistorySettings, type SetState, type Snapshot, type WritePlan } from './history.js';
 import { applyLine, HistoryLog, parseLine, type WriteLine } from './json-file-history-log.js';
+import { fileIdentity } from './json-file-format.js';
 import type { Config, ConfigChange, HistoryPage, WriteOptions } from '../core/ports.js';
 
 /** A set's values in a data file's configs. */
@@ -90,7 +91,7 @@ export class JsonFileHistory {
       if (this.cached?.identity !== 'missing') this.cached = { log: HistoryLog.empty(newEpoch()), identity: 'missing', ino: -1n, offset: 0, torn: false };
       return this.cached!;
     }
-    const identity = `${st.ino}:${st.size}:${st.mtimeNs}`;
+    const identity = fileIdentity(st);
     const c = this.cached;
     if (c && c.identity === identity && !c.torn) return c;
     if (c && c.ino === st.ino && c.log.epoch !== undefined && Number(st.size) > c.offset) {
@@ -130,7 +131,7 @@ export class JsonFileHistory {
       if (st.ino !== c.ino || Number(st.size) <= c.offset) return undefined;
       const bytes = Buffer.alloc(Number(st.size) - c.offset);
       const { bytesRead } = await fh.read(bytes, 0, bytes.length, c.offset);
-      const next: Cached = { log: c.log, identity: `${st.ino}:${st.size}:${st.mtimeNs}`, ino: st.ino, offset: c.offset, torn: false };
+      const next: Cached = { log: c.log, identity: fileIdentity(st), ino: st.ino, offset: c.offset, torn: false };
       // Lines of another base (a compaction elsewhere whose file took this inode number) read the file whole.
       if (!this.foldLines(next, bytes.subarray(0, bytesRead), 0, c.log.epoch)) return undefined;
       this.cached = next;
@@ -228,7 +229,7 @@ export class JsonFileHistory {
       const st = await writeFileAtomic(this.path, base + lineText, { beforeRename: stillLocked });
       const log = HistoryLog.fromBase(base)!;
       log.push(line, entry);
-      this.cached = { log, identity: `${st.ino}:${st.size}:${st.mtimeNs}`, ino: st.ino, offset: Number(st.size), torn: false };
+      this.cached = { log, identity: fileIdentity(st), ino: st.ino, offset: Number(st.size), torn: false };
       return;
     }
     // A torn last line (a crash in the middle of an append) is cut off first.
@@ -242,7 +243,7 @@ export class JsonFileHistory {
       if (!DSYNC_FLAG) await fsyncAsync(fd);
       const st = fstatSync(fd, { bigint: true });
       c.log.push(line, entry);
-      this.cached = { log: c.log, identity: `${st.ino}:${st.size}:${st.mtimeNs}`, ino: st.ino, offset: Number(st.size), torn: false };
+      this.cached = { log: c.log, identity: fileIdentity(st), ino: st.ino, offset: Number(st.size), torn: false };
     } finally {
       closeSync(fd);
     }

@@ -33,7 +33,7 @@ import { FileLock, sweepLeftovers, type HeldLock } from './file-lock.js';
 import { changedOutside, checkedChanges, checkedQuery, checkedSet, DEFAULT_HISTORY, type HistorySettings } from './history.js';
 import { JsonFileHistory, valuesOf } from './json-file-history.js';
 import { AnswerMemo, indexBySet, Mutex, pairKey, reasonOf, reindexSets, splitWrites, type SetIndex } from './common.js';
-import { formatJsonConfigs, parseJsonConfigs } from './json-file-format.js';
+import { fileIdentity, formatJsonConfigs, identityOf, parseJsonConfigs } from './json-file-format.js';
 import { DEFAULT_FEED_INTERVAL_MS, OpenFeeds, type Poller } from './feed.js';
 import { watchJsonFile, writtenFile, type WrittenFile } from './json-file-feed.js';
 import { listArguments, listingFromIndex } from './listing.js';
@@ -80,16 +80,6 @@ export interface JsonFileStoreOptions {
 
 const isCode = (e: unknown, ...codes: string[]) => codes.includes((e as NodeJS.ErrnoException)?.code ?? '');
 
-/** The data file's identity (inode, size, mtime in ns), or "missing"; a synchronous stat, as the per-request check. */
-function identityOf(path: string): string {
-  try {
-    const st = statSync(path, { bigint: true, throwIfNoEntry: false });
-    return st ? `${st.ino}:${st.size}:${st.mtimeNs}` : 'missing';
-  } catch {
-    return 'missing';
-  }
-}
-
 export class JsonFileConfigStore implements RevisionedStore {
   readonly type = 'json-file';
   readonly path: string;
@@ -127,6 +117,8 @@ export class JsonFileConfigStore implements RevisionedStore {
   private readonly openFeeds = new OpenFeeds();
   /** What the last write through this object wrote, for the change feeds (json-file-feed.ts). */
   private lastWrite: WrittenFile | undefined;
+  /** The fingerprint of the file a write of this object is renaming into place, until the write has taken it. */
+  private renaming: string | undefined;
 
   constructor(
     readonly name: string,
@@ -226,23 +218,28 @@ export class JsonFileConfigStore implements RevisionedStore {
         const fromMemory = file === this.fingerprint && this.error === undefined;
         const current = fromMemory ? new Map(this.data) : await this.readFromDisk();
         const out = await change(current, file, lock);
-        const fingerprint = await this.writeAtomically([...current.values()], () => lock.check());
+        // Only the written sets' part of the index is made again (all of it after a read).
+        const index = fromMemory ? reindexSets(this.index, current.values(), sets) : indexBySet(current.values());
+        const fingerprint = await this.writeAtomically([...current.values()], async (renaming) => {
+          await lock.check();
+          // From the rename on, the file is what this write made: a read meanwhile keeps the copy it has (the write
+          // has not returned), and the feeds take what was written (json-file-feed.ts) rather than read it.
+          this.renaming = renaming;
+          this.lastWrite = writtenFile(renaming, fromMemory ? file : undefined, sets, index, current);
+        });
         // What killed writers left beside the file: looked for at most once per stale age (a folder listing per
         // write would cost more than the write's own file calls).
         if (Date.now() - this.lastSweep >= this.staleLockMs) {
           this.lastSweep = Date.now();
           await sweepLeftovers(this.path, this.staleLockMs);
         }
-        if (fromMemory) {
-          // Only the written sets' part of the index is made again.
-          this.dataMap = current;
-          this.index = reindexSets(this.index, current.values(), sets);
-        } else this.data = current;
+        this.dataMap = current;
+        this.index = index;
         this.fingerprint = fingerprint;
-        this.lastWrite = writtenFile(fingerprint, fromMemory ? file : undefined, sets, this.index, this.dataMap);
         this.error = undefined;
         return out;
       } finally {
+        this.renaming = undefined;
         await lock.release();
       }
     });
@@ -298,8 +295,8 @@ export class JsonFileConfigStore implements RevisionedStore {
       // One synchronous stat (a few microseconds, served from the kernel's inode cache, no thread-pool hop).
       try {
         const st = statSync(this.path, { bigint: true, throwIfNoEntry: false });
-        const now = st === undefined ? 'missing' : st.isFile() ? `${st.ino}:${st.size}:${st.mtimeNs}` : undefined;
-        if (now !== undefined && now === this.fingerprint) {
+        const now = st === undefined ? 'missing' : st.isFile() ? fileIdentity(st) : undefined;
+        if (now !== undefined && (now === this.fingerprint || now === this.renaming)) {
           this.dirty = false;
           this.lastCheck = Date.now();
           return undefined;
@@ -322,7 +319,7 @@ export class JsonFileConfigStore implements RevisionedStore {
     try {
       const st = await stat(this.path, { bigint: true });
       if (!st.isFile()) throw Object.assign(new Error('not a file'), { code: 'EISDIR' });
-      fingerprint = `${st.ino}:${st.size}:${st.mtimeNs}`;
+      fingerprint = fileIdentity(st);
     } catch (e) {
       if (isCode(e, 'ENOENT')) {
         if (this.fingerprint !== 'missing') {
@@ -335,7 +332,7 @@ export class JsonFileConfigStore implements RevisionedStore {
       this.fail(reasonOf(e));
       return;
     }
-    if (fingerprint === this.fingerprint) return;
+    if (fingerprint === this.fingerprint || fingerprint === this.renaming) return;
     let text: string;
     try {
       text = await readFile(this.path, 'utf8');
@@ -380,12 +377,12 @@ export class JsonFileConfigStore implements RevisionedStore {
   // -------------------------------------------------------------------------------------------------------------
   // Writing
 
-  /** Write the whole file atomically; returns the new file's fingerprint. */
-  private async writeAtomically(configs: Config[], stillLocked: () => Promise<void>): Promise<string> {
+  /** Write the whole file atomically; returns the new file's fingerprint (`beforeRename` gets it first). */
+  private async writeAtomically(configs: Config[], beforeRename: (fingerprint: string) => Promise<void>): Promise<string> {
     const text = formatJsonConfigs(configs);
     try {
-      const st = await writeFileAtomic(this.path, text, { beforeRename: stillLocked });
-      return `${st.ino}:${st.size}:${st.mtimeNs}`;
+      const st = await writeFileAtomic(this.path, text, { beforeRename: (stats) => beforeRename(fileIdentity(stats)) });
+      return fileIdentity(st);
     } catch (e) {
       if (e instanceof StoreUnavailableError) throw e;
       throw new StoreUnavailableError(this.name, `cannot write the file: ${reasonOf(e)}`);
