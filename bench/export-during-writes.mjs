@@ -1,37 +1,34 @@
 // POST /export throughput with and without writes running at the same time: the 10-key workload (W10) of
-// bench/fixture.mjs against one server per build (`--workers 1`), in rounds that alternate between "exports only" and
-// "exports while a writer sends POST /upsert at a steady rate", so that the machine's moving load falls on every
-// condition alike. Two write targets: a set the exports do not read ("bench/writes") and the set they read
-// ("prod/eu", key COUNTER, which W10 does not declare: its answer stays the same, but the store's data for that set
-// changes). Each write is a new revision with its history record. Shown per build and condition: the median and best
-// req/s and p50/p99 latency of the exports, their ratio to "exports only" of the same build, and the writes the writer
-// got through (all must be 200).
+// bench/fixture.mjs against one server per build (`--workers 1`), in rounds of "exports only" and "exports while a
+// writer sends POST /upsert at a steady rate", the conditions' order turning every round, so that the machine's moving
+// load falls on every condition alike. Two write targets: a set the exports do not read ("bench/writes") and the set
+// they read ("prod/eu", key COUNTER, which W10 does not declare: its answer stays the same, but the store's data for
+// that set changes). Each write is a new revision with its history record. Shown per build and condition: the median
+// and best req/s and p50/p99 latency of the exports, the median (and range) of each round's ratio to that round's
+// "exports only", and the writes the writer got through (all must be 200).
 //
 // Then the CPU of a write: per build and target, --cpu-writes writes one at a time without exports, the server's CPU
 // time (user + system of its process tree, from /proc, so the file system's thread pool counts) divided by the writes.
 //
-//   npm run build && node bench/export-during-writes.mjs [--duration 8] [--rounds 3] [--connections 10] [--write-rate 20]
-//     [--kind json-file|sqlite|postgresql] [--builds DIR[,DIR]] [--cpu-writes 200] [--targets other,read]
-//   (--duration 0: the CPU of a write only; --write-rate 0: the writer sends its next write as soon as the last one is answered; --write-store secrets: the
-//   writes go to the fixture's small second store (json-file), which the exports do not read; --builds: built checkouts
-//   to compare in the same run, e.g. the base commit in a worktree of its own beside this one: `--builds
-//   ../base,.`; each gets its own server and its own copy of the data, and the order flips every round)
+//   npm run build && node bench/export-during-writes.mjs [--duration 8] [--rounds 3] [--connections 10]
+//     [--write-rate 20] [--kind json-file|sqlite|postgresql] [--builds DIR[,DIR]] [--cpu-writes 200] [--targets other,read]
 //
-// --kind sqlite or postgresql puts the fixture's main store (the one W10 reads and the writes go to) in that kind: a
-// SQLite file beside the fixture, or a table `bench_edw_<pid>_<n>` in the PostgreSQL at 127.0.0.1:5432 (user postgres,
-// database test), dropped at the end with its history tables.
+// --duration 0: the CPU of a write only. --write-rate 0: the writer sends its next write as soon as the last one is
+// answered. --write-store secrets: the writes go to the fixture's small second store (json-file), which the exports
+// do not read. --builds: built checkouts compared in the same run (e.g. the base commit in a worktree of its own beside
+// this one, `--builds ../base,.`), each with its own server and its own copy of the data, the order flipping every
+// round. --kind sqlite or postgresql: the fixture's main store (the one W10 reads and the writes go to) in that kind
+// (bench/seed-store.mjs: a SQLite file beside the fixture, or a PostgreSQL table dropped at the end).
 import { spawn } from 'node:child_process';
-import { createHash } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual, parseArgs } from 'node:util';
 import { workloads, writeFixture } from './fixture.mjs';
 import { cpuSeconds, freePort, load, waitReady } from './harness.mjs';
+import { dropSeeded, KINDS, seedStore } from './seed-store.mjs';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-const require = createRequire(import.meta.url);
 const { values: args } = parseArgs({
   options: {
     duration: { type: 'string', default: '8' },
@@ -49,54 +46,18 @@ const rate = Number(args['write-rate']);
 const TARGETS = { other: 'bench/writes', read: 'prod/eu' };
 const targets = args.targets.split(',').filter(Boolean);
 for (const t of targets) if (!TARGETS[t]) throw new Error(`unknown target ${t} (other, read)`);
-if (!['json-file', 'sqlite', 'postgresql'].includes(args.kind)) throw new Error(`unknown kind ${args.kind} (json-file, sqlite, postgresql)`);
+if (!KINDS.includes(args.kind)) throw new Error(`unknown kind ${args.kind} (${KINDS.join(', ')})`);
 const w10 = workloads.find((w) => w.name.startsWith('10 keys'));
-const PG = { host: '127.0.0.1', port: 5432, user: 'postgres', database: 'test' };
-const pgTables = [];
 
 /** The fixture for one build, with its main store in the chosen kind (seeded with the json-file fixture's values). */
 async function fixtureFor(n) {
   const config = writeFixture(join(root, 'bench', '.tmp', `export-during-writes-${n}`));
   if (args.kind === 'json-file') return config;
   const dir = dirname(config);
-  const configs = JSON.parse(readFileSync(join(dir, 'main.json'), 'utf8'));
-  const row = (c) => [createHash('md5').update(c.set + c.key).digest('hex'), c.set, c.key, c.value];
   const configu = JSON.parse(readFileSync(config, 'utf8'));
-  if (args.kind === 'sqlite') {
-    const Database = require('better-sqlite3');
-    const file = join(dir, 'main.db');
-    const db = new Database(file);
-    db.exec('DROP TABLE IF EXISTS config; DROP TABLE IF EXISTS config_revisions; DROP TABLE IF EXISTS config_history');
-    db.exec('CREATE TABLE config ("id" varchar(32) PRIMARY KEY NOT NULL, "set" text NOT NULL, "key" text NOT NULL, "value" text NOT NULL)');
-    const insert = db.prepare('INSERT INTO config VALUES (?, ?, ?, ?)');
-    db.transaction(() => configs.forEach((c) => insert.run(...row(c))))();
-    db.close();
-    configu.stores.main = { type: 'sqlite', configuration: { database: file, tableName: 'config' }, default: true };
-  } else {
-    const pg = require('pg');
-    const table = `bench_edw_${process.pid}_${n}`;
-    pgTables.push(table);
-    const c = new pg.Client(PG);
-    await c.connect();
-    await c.query(`CREATE TABLE "${table}" ("id" varchar(32) NOT NULL PRIMARY KEY, "set" text NOT NULL, "key" text NOT NULL, "value" text NOT NULL)`);
-    for (let i = 0; i < configs.length; i += 500) {
-      const part = configs.slice(i, i + 500);
-      await c.query(`INSERT INTO "${table}" VALUES ${part.map((_, j) => `($${j * 4 + 1}, $${j * 4 + 2}, $${j * 4 + 3}, $${j * 4 + 4})`).join(', ')}`, part.flatMap(row));
-    }
-    await c.end();
-    configu.stores.main = { type: 'postgresql', configuration: { host: PG.host, port: PG.port, username: PG.user, database: PG.database, tableName: table }, default: true };
-  }
+  configu.stores.main = await seedStore(args.kind, dir, `edw${n}`, JSON.parse(readFileSync(join(dir, 'main.json'), 'utf8')));
   writeFileSync(config, JSON.stringify(configu, null, 2));
   return config;
-}
-
-async function dropTables() {
-  if (!pgTables.length) return;
-  const pg = require('pg');
-  const c = new pg.Client(PG);
-  await c.connect();
-  for (const t of pgTables) for (const name of [t, `${t}_revisions`, `${t}_history`]) await c.query(`DROP TABLE IF EXISTS "${name}"`);
-  await c.end();
 }
 
 const builds = args.builds.split(',').map((d, n) => ({ n, dir: resolve(d), label: basename(resolve(d)) }));
@@ -160,7 +121,9 @@ try {
   for (let round = 0; round < Number(args.rounds); round++) {
     const order = round % 2 ? [...started].reverse() : started;
     for (const s of order) {
-      for (const condition of Number(args.duration) > 0 ? conditions : []) {
+      // The conditions' order turns every round, so that no condition always follows another.
+      const turned = conditions.map((_, i) => conditions[(i + round) % conditions.length]);
+      for (const condition of Number(args.duration) > 0 ? turned : []) {
         const w = condition === 'alone' ? undefined : writer(s, TARGETS[condition]);
         const r = await exportLoad(s);
         r.writes = w ? await w.stop() : 0;
@@ -180,15 +143,18 @@ try {
   const label = (c) => (c === 'alone' ? 'exports only' : `exports + POST /upsert to "${TARGETS[c]}" at ${rate > 0 ? `${rate}/s` : 'full speed'}`);
   console.log(`kind ${args.kind}, store "${args['write-store']}", ${args.rounds} rounds of ${args.duration} s, ${args.connections} connections`);
   if (Number(args.duration) > 0) {
-    console.log(`| build | condition | export req/s median (best) | vs exports only | p50 / p99 ms | writes per round |`);
+    console.log(`| build | condition | export req/s median (best) | vs exports only, same round: median (range) | p50 / p99 ms | writes per round |`);
     console.log('|---|---|---|---|---|---|');
+    const pct = (x) => `${x >= 0 ? '+' : ''}${(x * 100).toFixed(1)}%`;
     for (const s of started) {
-      const alone = median(results.get(s).alone.map((r) => r.rps));
+      const alone = results.get(s).alone;
       for (const c of conditions) {
         const rs = results.get(s)[c];
         const m = median(rs.map((r) => r.rps));
         const mr = rs.find((r) => r.rps === m);
-        const ratio = c === 'alone' ? '' : `${(((m - alone) / alone) * 100).toFixed(1)}%`;
+        // Each round's ratio to that round's "exports only": the machine's load moves less within a round than across.
+        const ratios = rs.map((r, i) => r.rps / alone[i].rps - 1);
+        const ratio = c === 'alone' ? '' : `${pct(median(ratios))} (${pct(Math.min(...ratios))} to ${pct(Math.max(...ratios))})`;
         console.log(`| ${s.label} | ${label(c)} | ${m.toFixed(0)} (${Math.max(...rs.map((r) => r.rps)).toFixed(0)}) | ${ratio} | ${mr.p50} / ${mr.p99} | ${median(rs.map((r) => r.writes))} |`);
       }
     }
@@ -201,5 +167,5 @@ try {
   }
 } finally {
   for (const child of children) child.kill('SIGTERM');
-  await dropTables().catch((e) => console.error(`dropping the bench tables: ${e.message}`));
+  await dropSeeded().catch((e) => console.error(`dropping the bench tables: ${e.message}`));
 }
