@@ -3,9 +3,14 @@
  *
  * Taking it: the holder writes a private draft (its token and its stale age) and hard-links it to the lock name; the
  * link fails with EEXIST exactly like an O_EXCL create, so the lock appears with its content in one step and can never
- * be seen empty. Holding it: the holder keeps the draft's file handle and refreshes the file's mtime through it every
- * quarter of the stale age (a heartbeat), however long the write takes. Judging it: a lock whose mtime is older than
- * the stale age its holder declared is abandoned (its holder died or hangs) and is taken over.
+ * be seen empty. Holding it: the holder keeps the draft's file open and refreshes the file's mtime through it every
+ * quarter of the stale age (a heartbeat), however long the write takes; the lock is still its own while the lock name
+ * is that file (the same inode: a takeover replaces it). Judging it: a lock whose mtime is older than the stale age
+ * its holder declared is abandoned (its holder died or hangs) and is taken over.
+ *
+ * Taking, checking and releasing the lock are synchronous file calls on a few bytes (open, write, link, stat,
+ * unlink): microseconds each, where each asynchronous call would cost a thread-pool round trip; waiting for a lock
+ * held by another writer sleeps asynchronously.
  *
  * Why a heartbeat and not the holder's pid: pids are per namespace. Two containers sharing a volume see each other's
  * pid as dead (or as some unrelated process of their own), so "is that pid alive?" would break live locks. The mtime
@@ -41,6 +46,9 @@ export interface HeldLock {
   release(): Promise<void>;
 }
 
+/** For whoever looks at a lock file (never used to judge it): read once. */
+const HOST = hostname();
+
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const isCode = (e: unknown, ...codes: string[]) => codes.includes((e as NodeJS.ErrnoException)?.code ?? '');
 
@@ -74,7 +82,7 @@ export class FileLock {
       token: uniqueSuffix(),
       staleMs,
       // For whoever looks at the file; never used to judge the lock.
-      host: hostname(),
+      host: HOST,
       pid: process.pid,
       since: new Date().toISOString(),
     });
