@@ -21,7 +21,7 @@
 // round. --kind sqlite or postgresql: the fixture's main store (the one W10 reads and the writes go to) in that kind
 // (bench/seed-store.mjs: a SQLite file beside the fixture, or a PostgreSQL table dropped at the end).
 import { spawn } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { isDeepStrictEqual, parseArgs } from 'node:util';
@@ -52,7 +52,10 @@ const w10 = workloads.find((w) => w.name.startsWith('10 keys'));
 
 /** The fixture for one build, with its main store in the chosen kind (seeded with the json-file fixture's values). */
 async function fixtureFor(n) {
-  const config = writeFixture(join(root, 'bench', '.tmp', `export-during-writes-${n}`));
+  // A fresh folder: a history file left by an earlier run (of another build) is not carried over.
+  const folder = join(root, 'bench', '.tmp', `export-during-writes-${n}`);
+  rmSync(folder, { recursive: true, force: true });
+  const config = writeFixture(folder);
   if (args.kind === 'json-file') return config;
   const dir = dirname(config);
   const configu = JSON.parse(readFileSync(config, 'utf8'));

@@ -14,7 +14,7 @@
 //   npm run build && node bench/impact.mjs [--writes 40] [--rounds 3] [--kind json-file|sqlite|postgresql] [--builds DIR[,DIR]]
 //   (--builds: built checkouts to compare in the same run; their servers take turns, case by case)
 import { spawn } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
@@ -49,6 +49,8 @@ function namedSchema(i, declares) {
 }
 
 async function fixture(dir, declaring) {
+  // A fresh folder: a history file left by an earlier run (of another build) is not carried over.
+  rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
   const configs = [];
   for (const [top, count] of Object.entries(SETS)) {
