@@ -12,9 +12,10 @@
 // thread alone, the one the exports need) divided by the writes.
 //
 //   npm run build && node bench/export-during-writes.mjs [--duration 8] [--rounds 3] [--connections 10]
-//     [--write-rate 20] [--kind json-file|sqlite|postgresql] [--builds DIR[,DIR]] [--cpu-writes 200] [--targets other,read]
+//     [--write-rate 20] [--kind json-file|sqlite|postgresql] [--builds DIR[,DIR]] [--cpu-writes 200]
+//     [--targets other,read[,live]]
 //
-// --duration 0: the CPU of a write only. --write-rate 0: the writer sends its next write as soon as the last one is
+// --targets live adds a control: GET /live at the same rate. --duration 0: the CPU of a write only. --write-rate 0: the writer sends its next write as soon as the last one is
 // answered. --write-store secrets: the writes go to the fixture's small second store (json-file), which the exports
 // do not read. --builds: built checkouts compared in the same run (e.g. the base commit in a worktree of its own beside
 // this one, `--builds ../base,.`), each with its own server and its own copy of the data, the order flipping every
@@ -44,9 +45,12 @@ const { values: args } = parseArgs({
   },
 });
 const rate = Number(args['write-rate']);
-const TARGETS = { other: 'bench/writes', read: 'prod/eu' };
+// `live`: a control, not a write: GET /live at the same rate (what any 20 requests a second cost the exports, the
+// writer's own client included).
+const TARGETS = { other: 'bench/writes', read: 'prod/eu', live: '/live' };
 const targets = args.targets.split(',').filter(Boolean);
-for (const t of targets) if (!TARGETS[t]) throw new Error(`unknown target ${t} (other, read)`);
+for (const t of targets) if (!TARGETS[t]) throw new Error(`unknown target ${t} (other, read, live)`);
+const cpuTargets = targets.filter((t) => t !== 'live');
 if (!KINDS.includes(args.kind)) throw new Error(`unknown kind ${args.kind} (${KINDS.join(', ')})`);
 const w10 = workloads.find((w) => w.name.startsWith('10 keys'));
 
@@ -84,6 +88,12 @@ async function start(build) {
 
 /** One write of COUNTER at `set` (any answer but 200 is fatal). */
 async function writeOnce(s, set) {
+  if (set === TARGETS.live) {
+    const res = await fetch(`${s.base}/live`);
+    await res.text();
+    if (res.status !== 200) throw new Error(`GET /live: ${res.status}`);
+    return;
+  }
   const res = await fetch(`${s.base}/upsert`, {
     method: 'POST',
     headers: { 'content-type': 'application/json' },
@@ -127,7 +137,7 @@ try {
   const exportLoad = (s) => load({ url: `${s.base}/export`, method: 'POST', body, connections: Number(args.connections), duration: Number(args.duration) });
   if (Number(args.duration) > 0) for (const s of started) await load({ url: `${s.base}/export`, method: 'POST', body, connections: 4, duration: 3 });
   const results = new Map(started.map((s) => [s, Object.fromEntries(conditions.map((c) => [c, []]))]));
-  const cpu = new Map(started.map((s) => [s, Object.fromEntries(targets.map((t) => [t, []]))]));
+  const cpu = new Map(started.map((s) => [s, Object.fromEntries(cpuTargets.map((t) => [t, []]))]));
   const cpuWrites = Number(args['cpu-writes']);
   for (let round = 0; round < Number(args.rounds); round++) {
     const order = round % 2 ? [...started].reverse() : started;
@@ -142,7 +152,7 @@ try {
         results.get(s)[condition].push(r);
         process.stderr.write(`round ${round + 1} ${s.label} ${condition}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50} ms, p99 ${r.p99} ms, ${r.writes} writes\n`);
       }
-      for (const t of cpuWrites > 0 ? targets : []) {
+      for (const t of cpuWrites > 0 ? cpuTargets : []) {
         const c0 = cpuSeconds(s.pid);
         const m0 = mainThreadSeconds(s.pid);
         for (let i = 0; i < cpuWrites; i++) await writeOnce(s, TARGETS[t]);
@@ -153,7 +163,8 @@ try {
       }
     }
   }
-  const label = (c) => (c === 'alone' ? 'exports only' : `exports + POST /upsert to "${TARGETS[c]}" at ${rate > 0 ? `${rate}/s` : 'full speed'}`);
+  const speed = rate > 0 ? `${rate}/s` : 'full speed';
+  const label = (c) => (c === 'alone' ? 'exports only' : c === 'live' ? `exports + GET /live at ${speed} (control)` : `exports + POST /upsert to "${TARGETS[c]}" at ${speed}`);
   console.log(`kind ${args.kind}, store "${args['write-store']}", ${args.rounds} rounds of ${args.duration} s, ${args.connections} connections`);
   if (Number(args.duration) > 0) {
     console.log(`| build | condition | export req/s median (best) | vs exports only, same round: median (range) | p50 / p99 ms | writes per round |`);
@@ -174,10 +185,10 @@ try {
   }
   if (cpuWrites > 0) {
     console.log(`\nCPU per write, ms: the server's process tree (its event loop's thread); median of rounds, ${cpuWrites} writes one at a time, no exports`);
-    console.log(`| build | ${targets.map((t) => `to "${TARGETS[t]}"`).join(' | ')} |`);
-    console.log(`|---|${targets.map(() => '---|').join('')}`);
+    console.log(`| build | ${cpuTargets.map((t) => `to "${TARGETS[t]}"`).join(' | ')} |`);
+    console.log(`|---|${cpuTargets.map(() => '---|').join('')}`);
     const cell = (xs) => `${median(xs.map((x) => x.ms)).toFixed(2)} (${median(xs.map((x) => x.main)).toFixed(2)})`;
-    for (const s of started) console.log(`| ${s.label} | ${targets.map((t) => cell(cpu.get(s)[t])).join(' | ')} |`);
+    for (const s of started) console.log(`| ${s.label} | ${cpuTargets.map((t) => cell(cpu.get(s)[t])).join(' | ')} |`);
   }
 } finally {
   for (const child of children) child.kill('SIGTERM');
