@@ -3,11 +3,16 @@
  * written one that the store holds (bounded), the schema is evaluated as the store is and as it would be after the
  * write (a view of the store with the pending changes laid over it), and the two outcomes are compared. Pure over the
  * ports: it reads the store, writes nothing.
+ *
+ * The store is read once for all of it (batch-read.ts: every store key of those schemas at every set of the sets'
+ * hierarchies, one round trip for a network store), and the pairs of schema and set are evaluated a few at a time.
  */
+import { batchExtent, batchStore, readBatch, resolverOf } from './batch-read.js';
 import { ValidationError, type ImpactEntry } from './errors.js';
-import { evaluatePipeline } from './eval.js';
-import type { Config, ConfigQuery, ExpressionEvaluator, ResolvedStore, RunContext, StoreResolver } from './ports.js';
+import { evaluatePipeline, resolveLimits } from './eval.js';
+import type { Config, ConfigQuery, ExpressionEvaluator, ResolvedStore, RunContext } from './ports.js';
 import { prepareSchema } from './schema.js';
+import { eachAtMost } from './slices.js';
 import type { ConfigSchema, EvalResult } from './types.js';
 
 export interface ImpactSchema {
@@ -36,6 +41,9 @@ export interface ImpactReport {
 
 export const DEFAULT_IMPACT_SETS = 50;
 
+/** Pairs of schema and set evaluated at once (as the matrix's sets). */
+const CONCURRENCY = 4;
+
 /** A view of `store` whose reads answer as if `changes` were written at `set`. */
 export function overlayStore(store: ResolvedStore, set: string, changes: ReadonlyArray<{ key: string; after: string }>): ResolvedStore {
   const pending = new Map(changes.map((c) => [c.key, c.after]));
@@ -54,8 +62,6 @@ export function overlayStore(store: ResolvedStore, set: string, changes: Readonl
     write: () => Promise.reject(new Error('an impact view is read-only')),
   };
 }
-
-const resolverOf = (store: ResolvedStore): StoreResolver => ({ resolve: () => store, names: () => [store.name] });
 
 type Outcome = { result: EvalResult; failures: ImpactEntry['failures'] };
 
@@ -119,14 +125,16 @@ export async function impactOf(input: ImpactInput): Promise<ImpactReport> {
     truncated = listing.truncated || sets.length > maxSets;
     sets.length = Math.min(sets.length, maxSets);
   }
-  const after = overlayStore(input.store, input.set, input.changes);
-  const impact: ImpactEntry[] = [];
-  for (const named of affected) {
-    const keys = prepareSchema(named.schema).keys.map((k) => k.key);
-    for (const set of sets) {
-      const [b, a] = await Promise.all([evaluate(named.schema, set, input.store, input), evaluate(named.schema, set, after, input)]);
-      impact.push(compare(named.name, set, b, a, keys));
-    }
-  }
+  // One read for every evaluation, unless it would pass the engine's lookups limit (then each reads for itself).
+  const storeKeys = [...new Set(affected.flatMap((s) => prepareSchema(s.schema).storeKeys))];
+  const { union, lookups } = batchExtent(sets, storeKeys.length);
+  const before = lookups <= resolveLimits(undefined).lookups ? batchStore(input.store, await readBatch(input.store, union, storeKeys), 'an impact view is read-only') : input.store;
+  const after = overlayStore(before, input.set, input.changes);
+  const pairs = affected.flatMap((named) => sets.map((set) => ({ named, set })));
+  const impact = new Array<ImpactEntry>(pairs.length);
+  await eachAtMost(pairs, CONCURRENCY, async ({ named, set }, i) => {
+    const [b, a] = await Promise.all([evaluate(named.schema, set, before, input), evaluate(named.schema, set, after, input)]);
+    impact[i] = compare(named.name, set, b, a, prepareSchema(named.schema).keys.map((k) => k.key));
+  });
   return { impact, truncated };
 }

@@ -19,8 +19,9 @@ import { resolveLimits, runPipeline, type CommandWitness, type EngineDeps, type 
 import { freezeDeep, isDeepFrozen } from './frozen.js';
 import { parseSet, truncate } from './names.js';
 import { prepareSchema, type PreparedSchema } from './schema.js';
-import { checkpoint } from './slices.js';
-import type { Config, ConfigQuery, ExpressionEvaluator, ResolvedStore, RunContext, StoreResolver, TestOutcome } from './ports.js';
+import { batchExtent, batchStore, readBatch, resolverOf, type Batch } from './batch-read.js';
+import { eachAtMost } from './slices.js';
+import type { ExpressionEvaluator, ResolvedStore, RunContext, TestOutcome } from './ports.js';
 import type { ConfigSchema, EvalCommandInput, EvalResult, EvaluatedConfig, Origin } from './types.js';
 
 /** Version of the matrix's shape (docs/server.md, "POST /matrix"); raised when a field changes meaning or goes away. */
@@ -154,7 +155,7 @@ export async function matrixOf(request: MatrixRequest, deps: MatrixDeps, options
   // Each set's explanation is turned into its cells at once, so that only the cells are kept, not the explanations.
   const cells: MatrixCell[][] = keys.map(() => new Array<MatrixCell>(sets.length));
   const failed = sets.map(() => 0);
-  const stores = batchResolver(store, batch.byPair);
+  const stores = resolverOf(batchStore(store, batch, 'the matrix never writes'));
   const reveal = options.revealHidden === true;
   await eachAtMost(sets, limits.concurrency, async (set, s) => {
     const context = options.context?.(set);
@@ -209,64 +210,13 @@ async function listedSets(store: ResolvedStore, prefix: string, limits: MatrixLi
   return listing.sets.map((s) => s.set);
 }
 
-const pairOf = (set: string, key: string): string => `${set}\u0000${key}`;
-
-/** One read of every store key at every set of every set's hierarchy. */
-async function readAll(store: ResolvedStore, sets: readonly string[], storeKeys: readonly string[], engineLimits: EngineLimits) {
-  const byPair = new Map<string, Config>();
-  if (!sets.length || !storeKeys.length) return { byPair, fromBackup: false };
-  const union = new Set<string>();
-  for (const set of sets) {
-    const parsed = parseSet(set);
-    if (!('problem' in parsed)) for (const s of parsed.hierarchy) union.add(s);
-  }
-  const lookups = union.size * storeKeys.length;
+/** One read of every store key at every set of every set's hierarchy (batch-read.ts), within the lookups limit. */
+async function readAll(store: ResolvedStore, sets: readonly string[], storeKeys: readonly string[], engineLimits: EngineLimits): Promise<Batch> {
+  const { union, lookups } = batchExtent(sets, storeKeys.length);
   if (lookups > engineLimits.lookups) {
     throw new LimitError(`the matrix reads ${lookups} store entries (the keys times every set of the sets' hierarchies); the limit is ${engineLimits.lookups}`);
   }
-  const queries: ConfigQuery[] = [];
-  for (const set of union) for (const key of storeKeys) queries.push({ set, key });
-  const answer = await store.read(queries);
-  for (const c of answer.configs) byPair.set(pairOf(c.set, c.key), c);
-  return { byPair, fromBackup: answer.fromBackup };
-}
-
-/** The store as each set's evaluation sees it: reads answered from the matrix's one read. */
-function batchResolver(store: ResolvedStore, byPair: ReadonlyMap<string, Config>): StoreResolver {
-  const answering: ResolvedStore = {
-    name: store.name,
-    type: store.type,
-    async read(queries) {
-      const configs: Config[] = [];
-      for (const q of queries) {
-        const c = byPair.get(pairOf(q.set, q.key));
-        if (c) configs.push(c);
-      }
-      return { configs, fromBackup: false };
-    },
-    write: () => Promise.reject(new Error('the matrix never writes')),
-  };
-  return { resolve: () => answering, names: () => [store.name] };
-}
-
-/** Run `work` on every item, at most `n` at once; the first failure stops the rest and is thrown. */
-async function eachAtMost<T>(items: readonly T[], n: number, work: (item: T, index: number) => Promise<void>): Promise<void> {
-  let next = 0;
-  let failed = false;
-  const worker = async (): Promise<void> => {
-    while (!failed && next < items.length) {
-      const i = next++;
-      try {
-        await work(items[i]!, i);
-        // A set without expressions or I/O never gives the loop away: after each, give it away once a slice is spent.
-        await checkpoint();
-      } catch (e) {
-        failed = true;
-        throw e;
-      }
-    }
-  };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(n, items.length)) }, worker));
+  return readBatch(store, union, storeKeys);
 }
 
 const STATE_OF: Record<FailureRule, CellState> = {

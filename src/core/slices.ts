@@ -67,3 +67,23 @@ export async function runInSlices<T>(steps: Steps<T>): Promise<T> {
 export async function checkpoint(): Promise<void> {
   if (sliceSpent()) await giveWay();
 }
+
+/** Run `work` on every item, at most `n` at once; the first failure stops the rest and is thrown. */
+export async function eachAtMost<T>(items: readonly T[], n: number, work: (item: T, index: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  let failed = false;
+  const worker = async (): Promise<void> => {
+    while (!failed && next < items.length) {
+      const i = next++;
+      try {
+        await work(items[i]!, i);
+        // A set without expressions or I/O never gives the loop away: after each, give it away once a slice is spent.
+        await checkpoint();
+      } catch (e) {
+        failed = true;
+        throw e;
+      }
+    }
+  };
+  await Promise.all(Array.from({ length: Math.max(1, Math.min(n, items.length)) }, worker));
+}

@@ -71,6 +71,22 @@ export function indexBySet(configs: Iterable<Config>): SetIndex {
   return index;
 }
 
+/**
+ * The index of `configs` where only `sets` changed since `index` was made: the other sets' maps are kept as they are
+ * (one pass over the configs, entries made only for those sets).
+ */
+export function reindexSets(index: SetIndex, configs: Iterable<Config>, sets: ReadonlySet<string>): SetIndex {
+  const next: SetIndex = new Map(index);
+  for (const s of sets) next.delete(s);
+  for (const c of configs) {
+    if (!sets.has(c.set)) continue;
+    let keys = next.get(c.set);
+    if (!keys) next.set(c.set, (keys = new Map()));
+    keys.set(c.key, indexEntry(c));
+  }
+  return next;
+}
+
 /** Numbers the calls of `lookUp` (a double counts exactly past any number of calls a process can make). */
 let lookUps = 0;
 

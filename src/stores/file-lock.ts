@@ -3,9 +3,14 @@
  *
  * Taking it: the holder writes a private draft (its token and its stale age) and hard-links it to the lock name; the
  * link fails with EEXIST exactly like an O_EXCL create, so the lock appears with its content in one step and can never
- * be seen empty. Holding it: the holder keeps the draft's file handle and refreshes the file's mtime through it every
- * quarter of the stale age (a heartbeat), however long the write takes. Judging it: a lock whose mtime is older than
- * the stale age its holder declared is abandoned (its holder died or hangs) and is taken over.
+ * be seen empty. Holding it: the holder keeps the draft's file open and refreshes the file's mtime through it every
+ * quarter of the stale age (a heartbeat), however long the write takes; the lock is still its own while the lock name
+ * is that file (the same inode: a takeover replaces it). Judging it: a lock whose mtime is older than the stale age
+ * its holder declared is abandoned (its holder died or hangs) and is taken over.
+ *
+ * Taking, checking and releasing the lock are synchronous file calls on a few bytes (open, write, link, stat,
+ * unlink): microseconds each, where each asynchronous call would cost a thread-pool round trip; waiting for a lock
+ * held by another writer sleeps asynchronously.
  *
  * Why a heartbeat and not the holder's pid: pids are per namespace. Two containers sharing a volume see each other's
  * pid as dead (or as some unrelated process of their own), so "is that pid alive?" would break live locks. The mtime
@@ -14,11 +19,12 @@
  * where a shared volume is most often found anyway.
  */
 import { randomBytes } from 'node:crypto';
-import type { FileHandle } from 'node:fs/promises';
-import { link, mkdir, open, readdir, readFile, rename, stat, unlink } from 'node:fs/promises';
+import { closeSync, fstatSync, futimes, linkSync, openSync, statSync, unlinkSync, writeSync } from 'node:fs';
+import { link, mkdir, readdir, readFile, rename, stat, unlink } from 'node:fs/promises';
 import { hostname } from 'node:os';
 import { basename, dirname, join } from 'node:path';
 import { StoreUnavailableError } from '../core/errors.js';
+import { uniqueSuffix } from './atomic-write.js';
 import { reasonOf } from './common.js';
 
 export interface FileLockOptions {
@@ -40,6 +46,9 @@ export interface HeldLock {
   release(): Promise<void>;
 }
 
+/** For whoever looks at a lock file (never used to judge it): read once. */
+const HOST = hostname();
+
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 const isCode = (e: unknown, ...codes: string[]) => codes.includes((e as NodeJS.ErrnoException)?.code ?? '');
 
@@ -55,6 +64,14 @@ function declaredStaleMs(content: string): number | undefined {
 
 const ageOf = async (path: string): Promise<number> => Date.now() - (await stat(path)).mtimeMs;
 
+function closeQuietly(fd: number): void {
+  try {
+    closeSync(fd);
+  } catch {
+    /* closed */
+  }
+}
+
 export class FileLock {
   constructor(private readonly options: FileLockOptions) {}
 
@@ -62,29 +79,34 @@ export class FileLock {
   async acquire(): Promise<HeldLock> {
     const { path, store, timeoutMs, staleMs } = this.options;
     const content = JSON.stringify({
-      token: randomBytes(12).toString('hex'),
+      token: uniqueSuffix(),
       staleMs,
       // For whoever looks at the file; never used to judge the lock.
-      host: hostname(),
+      host: HOST,
       pid: process.pid,
       since: new Date().toISOString(),
     });
     const deadline = Date.now() + timeoutMs;
     let madeDir = false;
     for (;;) {
-      const draft = `${path}.${process.pid}.${randomBytes(4).toString('hex')}`;
-      let handle: FileHandle | undefined;
+      const draft = `${path}.${process.pid}.${uniqueSuffix()}`;
+      // Metadata calls on a few bytes, made synchronously (microseconds; no thread-pool round trip per call).
+      let fd: number | undefined;
       try {
-        handle = await open(draft, 'wx', 0o644);
-        await handle.writeFile(content, 'utf8');
+        fd = openSync(draft, 'wx', 0o644);
+        writeSync(fd, content);
         try {
-          await link(draft, path);
+          linkSync(draft, path);
         } finally {
-          await unlink(draft).catch(() => undefined);
+          try {
+            unlinkSync(draft);
+          } catch {
+            /* gone */
+          }
         }
-        return this.held(handle, content);
+        return this.held(fd);
       } catch (e) {
-        await handle?.close().catch(() => undefined);
+        if (fd !== undefined) closeQuietly(fd);
         if (isCode(e, 'ENOENT') && !madeDir) {
           madeDir = true;
           await mkdir(dirname(path), { recursive: true }).catch(() => undefined);
@@ -98,19 +120,30 @@ export class FileLock {
     }
   }
 
-  private held(handle: FileHandle, content: string): HeldLock {
+  /**
+   * The lock is ours while the lock name is our file: the inode we hold open (so its number cannot be reused), which
+   * a takeover replaces, and a takeover that is undone (the lock put back by a hard link) restores.
+   */
+  private held(fd: number): HeldLock {
     const { path, store, staleMs } = this.options;
-    // The handle is the lock file's own inode: refreshing through it can never touch a lock someone else took since.
+    const ino = fstatSync(fd).ino;
+    // The descriptor is the lock file's own inode: refreshing through it can never touch a lock someone else took since.
     let beating: Promise<unknown> = Promise.resolve();
     const timer = setInterval(() => {
       const now = new Date();
-      beating = handle.utimes(now, now).catch(() => undefined);
+      beating = new Promise((done) => futimes(fd, now, now, done));
     }, Math.max(5, Math.floor(staleMs / 4)));
     timer.unref();
-    const ours = async () => (await readFile(path, 'utf8').catch(() => undefined)) === content;
+    const ours = (): boolean => {
+      try {
+        return statSync(path).ino === ino;
+      } catch {
+        return false;
+      }
+    };
     return {
       async check() {
-        if (!(await ours())) {
+        if (!ours()) {
           throw new StoreUnavailableError(store, 'the write lock was taken over while writing (the writer stalled past staleLockMs); nothing was written', 1);
         }
       },
@@ -118,11 +151,11 @@ export class FileLock {
         clearInterval(timer);
         await beating;
         try {
-          if (await ours()) await unlink(path);
+          if (ours()) unlinkSync(path);
         } catch {
           /* already gone */
         } finally {
-          await handle.close().catch(() => undefined);
+          closeQuietly(fd);
         }
       },
     };

@@ -10,9 +10,10 @@
  *
  * Writes: an exclusive lock file `<path>.lock` (file-lock.ts: kept alive by its holder's heartbeat, taken over when
  * not refreshed for `staleLockMs`, default 10 s) serialises writers across processes and containers; under the lock
- * the file is re-read from disk, the batch applied, the result written to a temporary file in the same folder,
- * fsynced, renamed over the file and the folder fsynced (atomic-write.ts). A crash at any point leaves either the old or the new file,
- * never a partial one.
+ * the file is read again unless it is still the one the in-memory copy was read from or written as (same fingerprint,
+ * the rule of every read), the batch applied, the result written to a temporary file in the same folder, fsynced,
+ * renamed over the file and the folder fsynced (atomic-write.ts). A crash at any point leaves either the old or the
+ * new file, never a partial one. Each config's text is kept with it, so a write formats only the configs it made.
  *
  * A file that cannot be read or parsed makes every request fail with StoreUnavailableError naming the store (the
  * file is never overwritten while it is corrupt); the store recovers as soon as the file is fixed.
@@ -20,7 +21,8 @@
  * Change feed (`watch`): file-system notifications on the folder (an editor's save replaces the file by a rename,
  * which a watch on the file itself would lose), plus a check every `feedIntervalMs` (default 1000 ms) as a safety net
  * for file systems that deliver no events (network mounts, some containers). Each look compares the fingerprint, and
- * when it moved, reads the file and reports exactly the sets whose configs differ from the last look.
+ * when it moved, reads the file (or takes what this object just wrote) and reports exactly the sets whose configs
+ * differ from the last look.
  */
 import { statSync, watch, type FSWatcher } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
@@ -30,10 +32,10 @@ import { writeFileAtomic } from './atomic-write.js';
 import { FileLock, sweepLeftovers, type HeldLock } from './file-lock.js';
 import { changedOutside, checkedChanges, checkedQuery, checkedSet, DEFAULT_HISTORY, type HistorySettings } from './history.js';
 import { JsonFileHistory, valuesOf } from './json-file-history.js';
-import { AnswerMemo, indexBySet, Mutex, pairKey, reasonOf, splitWrites, type SetIndex } from './common.js';
-import { parseJsonConfigs } from './json-file-format.js';
+import { AnswerMemo, indexBySet, Mutex, pairKey, reasonOf, reindexSets, splitWrites, type SetIndex } from './common.js';
+import { fileIdentity, formatJsonConfigs, identityOf, parseJsonConfigs } from './json-file-format.js';
 import { DEFAULT_FEED_INTERVAL_MS, OpenFeeds, type Poller } from './feed.js';
-import { watchJsonFile } from './json-file-feed.js';
+import { watchJsonFile, writtenFile, type WrittenFile } from './json-file-feed.js';
 import { listArguments, listingFromIndex } from './listing.js';
 import type {
   ChangeFeed,
@@ -72,6 +74,8 @@ export interface JsonFileStoreOptions {
   feedIntervalMs?: number;
   /** Revisions and history, in `<path>.history.json` (docs/stores.md, "Revisions and history"). */
   history?: HistorySettings;
+  /** The history file is compacted once its lines outnumber this and the records it holds. Default 1000. */
+  historyCompactLines?: number;
 }
 
 const isCode = (e: unknown, ...codes: string[]) => codes.includes((e as NodeJS.ErrnoException)?.code ?? '');
@@ -104,11 +108,17 @@ export class JsonFileConfigStore implements RevisionedStore {
   private watcher: FSWatcher | undefined;
   private refreshing: Promise<void> | undefined;
   private readonly writes = new Mutex();
+  /** When this object last swept leftovers (0: not yet). */
+  private lastSweep = 0;
   private closed = false;
   private readonly feedIntervalMs: number;
   /** The change feeds' pollers: a write through this object makes them look at once. */
   private readonly feedPollers = new Set<Poller>();
   private readonly openFeeds = new OpenFeeds();
+  /** What the last write through this object wrote, for the change feeds (json-file-feed.ts). */
+  private lastWrite: WrittenFile | undefined;
+  /** The fingerprint of the file a write of this object is renaming into place, until the write has taken it. */
+  private renaming: string | undefined;
 
   constructor(
     readonly name: string,
@@ -121,7 +131,7 @@ export class JsonFileConfigStore implements RevisionedStore {
     this.useWatch = options.watch ?? false;
     this.feedIntervalMs = options.feedIntervalMs ?? DEFAULT_FEED_INTERVAL_MS['json-file'];
     this.historySettings = options.history ?? { ...DEFAULT_HISTORY };
-    this.revisions = new JsonFileHistory(options.path, name, this.historySettings);
+    this.revisions = new JsonFileHistory(options.path, name, this.historySettings, options.historyCompactLines);
   }
 
   private readonly historySettings: HistorySettings;
@@ -155,7 +165,7 @@ export class JsonFileConfigStore implements RevisionedStore {
   async set(configs: readonly Config[]): Promise<void> {
     if (!configs.length) return;
     const { upserts, deletes } = splitWrites(configs);
-    await this.commit(async (current) => {
+    await this.commit(new Set(configs.map((c) => c.set)), async (current) => {
       for (const c of deletes) current.delete(pairKey(c.set, c.key));
       for (const c of upserts) current.set(pairKey(c.set, c.key), { ...c });
     });
@@ -165,7 +175,7 @@ export class JsonFileConfigStore implements RevisionedStore {
   async write(set: string, changes: readonly ConfigChange[], options?: WriteOptions): Promise<WriteResult> {
     const s = checkedSet(set);
     const checked = checkedChanges(changes);
-    const plan = await this.commit(async (current, file, lock) => {
+    const plan = await this.commit(new Set([s]), async (current, file, lock) => {
       const plan = await this.revisions.prepare(s, file, current, checked, options, () => lock.check());
       for (const c of plan.deletes) current.delete(pairKey(c.set, c.key));
       for (const c of plan.upserts) current.set(pairKey(c.set, c.key), { ...c });
@@ -195,26 +205,41 @@ export class JsonFileConfigStore implements RevisionedStore {
   }
 
   /**
-   * Under the lock: read the file again (other processes may have written since our last look) with its identity,
-   * let `change` edit the configs, write the file atomically, and take the result as the in-memory copy.
+   * Under the lock: read the file again when another process (or tool) changed it since our last look, with its
+   * identity, let `change` edit the configs of `sets`, write the file atomically, and take the result as the in-memory
+   * copy.
    */
-  private async commit<T>(change: (current: Map<string, Config>, file: string, lock: HeldLock) => Promise<T>): Promise<T> {
+  private async commit<T>(sets: ReadonlySet<string>, change: (current: Map<string, Config>, file: string, lock: HeldLock) => Promise<T>): Promise<T> {
     const result = await this.writes.run(async () => {
       const lock = await this.lock.acquire();
       try {
-        const file = await stat(this.path, { bigint: true }).then(
-          (st) => `${st.ino}:${st.size}:${st.mtimeNs}`,
-          () => 'missing',
-        );
-        const current = await this.readFromDisk();
+        const file = identityOf(this.path);
+        // The file is read again only when it is not the one the memory copy reflects (the rule of every read).
+        const fromMemory = file === this.fingerprint && this.error === undefined;
+        const current = fromMemory ? new Map(this.data) : await this.readFromDisk();
         const out = await change(current, file, lock);
-        const fingerprint = await this.writeAtomically([...current.values()], () => lock.check());
-        await sweepLeftovers(this.path, this.staleLockMs);
-        this.data = current;
+        // Only the written sets' part of the index is made again (all of it after a read).
+        const index = fromMemory ? reindexSets(this.index, current.values(), sets) : indexBySet(current.values());
+        const fingerprint = await this.writeAtomically([...current.values()], async (renaming) => {
+          await lock.check();
+          // From the rename on, the file is what this write made: a read meanwhile keeps the copy it has (the write
+          // has not returned), and the feeds take what was written (json-file-feed.ts) rather than read it.
+          this.renaming = renaming;
+          this.lastWrite = writtenFile(renaming, fromMemory ? file : undefined, sets, index, current);
+        });
+        // What killed writers left beside the file: looked for at most once per stale age (a folder listing per
+        // write would cost more than the write's own file calls).
+        if (Date.now() - this.lastSweep >= this.staleLockMs) {
+          this.lastSweep = Date.now();
+          await sweepLeftovers(this.path, this.staleLockMs);
+        }
+        this.dataMap = current;
+        this.index = index;
         this.fingerprint = fingerprint;
         this.error = undefined;
         return out;
       } finally {
+        this.renaming = undefined;
         await lock.release();
       }
     });
@@ -224,7 +249,8 @@ export class JsonFileConfigStore implements RevisionedStore {
 
   /** json-file-feed.ts */
   watch(listener: ChangeListener): ChangeFeed {
-    return watchJsonFile({ path: this.path, store: this.name, intervalMs: this.feedIntervalMs }, listener, this.feedPollers, this.openFeeds);
+    const written = () => this.lastWrite;
+    return watchJsonFile({ path: this.path, store: this.name, intervalMs: this.feedIntervalMs, written }, listener, this.feedPollers, this.openFeeds);
   }
 
   async close(): Promise<void> {
@@ -269,8 +295,8 @@ export class JsonFileConfigStore implements RevisionedStore {
       // One synchronous stat (a few microseconds, served from the kernel's inode cache, no thread-pool hop).
       try {
         const st = statSync(this.path, { bigint: true, throwIfNoEntry: false });
-        const now = st === undefined ? 'missing' : st.isFile() ? `${st.ino}:${st.size}:${st.mtimeNs}` : undefined;
-        if (now !== undefined && now === this.fingerprint) {
+        const now = st === undefined ? 'missing' : st.isFile() ? fileIdentity(st) : undefined;
+        if (now !== undefined && (now === this.fingerprint || now === this.renaming)) {
           this.dirty = false;
           this.lastCheck = Date.now();
           return undefined;
@@ -293,7 +319,7 @@ export class JsonFileConfigStore implements RevisionedStore {
     try {
       const st = await stat(this.path, { bigint: true });
       if (!st.isFile()) throw Object.assign(new Error('not a file'), { code: 'EISDIR' });
-      fingerprint = `${st.ino}:${st.size}:${st.mtimeNs}`;
+      fingerprint = fileIdentity(st);
     } catch (e) {
       if (isCode(e, 'ENOENT')) {
         if (this.fingerprint !== 'missing') {
@@ -306,7 +332,7 @@ export class JsonFileConfigStore implements RevisionedStore {
       this.fail(reasonOf(e));
       return;
     }
-    if (fingerprint === this.fingerprint) return;
+    if (fingerprint === this.fingerprint || fingerprint === this.renaming) return;
     let text: string;
     try {
       text = await readFile(this.path, 'utf8');
@@ -351,16 +377,12 @@ export class JsonFileConfigStore implements RevisionedStore {
   // -------------------------------------------------------------------------------------------------------------
   // Writing
 
-  /** Write the whole file atomically; returns the new file's fingerprint. */
-  private async writeAtomically(configs: Config[], stillLocked: () => Promise<void>): Promise<string> {
-    const text = `${JSON.stringify(
-      configs.map((c) => ({ set: c.set, key: c.key, value: c.value })),
-      null,
-      2,
-    )}\n`;
+  /** Write the whole file atomically; returns the new file's fingerprint (`beforeRename` gets it first). */
+  private async writeAtomically(configs: Config[], beforeRename: (fingerprint: string) => Promise<void>): Promise<string> {
+    const text = formatJsonConfigs(configs);
     try {
-      const st = await writeFileAtomic(this.path, text, { beforeRename: stillLocked });
-      return `${st.ino}:${st.size}:${st.mtimeNs}`;
+      const st = await writeFileAtomic(this.path, text, { beforeRename: (stats) => beforeRename(fileIdentity(stats)) });
+      return fileIdentity(st);
     } catch (e) {
       if (e instanceof StoreUnavailableError) throw e;
       throw new StoreUnavailableError(this.name, `cannot write the file: ${reasonOf(e)}`);

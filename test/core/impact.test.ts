@@ -77,3 +77,20 @@ test('the overlay answers the pending values at the written set only, and refuse
   ]);
   await assert.rejects(view.write([]), /an impact view is read-only/);
 });
+
+test('the store is read once for every schema and set (one batch of their keys at every set of the hierarchies), in the order of schemas then sets', async () => {
+  const configs = Array.from({ length: 6 }, (_, i) => ({ set: `prod/s${i}`, key: 'LEVEL', value: i % 2 ? 'info' : 'debug' }));
+  const s = store([{ set: '', key: 'URL', value: 'u' }, { set: 'prod', key: 'LEVEL', value: 'info' }, ...configs]);
+  const level = { name: 'level', schema: { keys: { LEVEL: { enum: ['info', 'warn'] }, URL: {} } } };
+  const reads = s.reads;
+  const report = await impactOf({ store: s, set: 'prod', changes: [{ key: 'LEVEL', after: 'warn' }], schemas: [app, other, level] });
+  assert.equal(s.reads - reads, 1, 'one read');
+  // prod breaks "app" (whose enum lacks warn) and changes "level"; the sets under it hold their own LEVEL: unchanged.
+  const under = (schema: string) => configs.map((c) => [schema, c.set, 'unchanged']);
+  assert.deepEqual(report.impact.map((i) => [i.schema, i.set, i.status]), [['app', 'prod', 'breaks'], ...under('app'), ['level', 'prod', 'changes'], ...under('level')]);
+  assert.deepEqual(
+    report.impact.filter((i) => i.schema === 'level' && i.set !== 'prod').map((i) => i.failures.length),
+    configs.map((c) => (c.value === 'debug' ? 1 : 0)),
+    'the failures after the write are those of each set (debug is not in the enum of "level")',
+  );
+});

@@ -12,7 +12,7 @@
  * written under tables this file creates and drops.
  */
 import assert from 'node:assert/strict';
-import { renameSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, writeFileSync } from 'node:fs';
 import mysql from 'mysql2/promise';
 import pg from 'pg';
 import { join } from 'node:path';
@@ -185,6 +185,33 @@ describe('json-file change feed', () => {
     const m = rec.events.length;
     await store.set([{ set: 'other', key: 'C', value: '3' }]);
     assert.deepEqual((await rec.nextChange('a write through the store is reported', m)).notice, { sets: ['other'] });
+  });
+
+  test('own writes are reported with exactly their sets (taken from the store, not read back), interleaved with another process\'s writes and an editor\'s save', async (t) => {
+    const path = join(TMP, `feed-own-${RUN}.json`);
+    writeFileSync(path, JSON.stringify([{ set: 'a', key: 'A', value: '1' }, { set: 'b', key: 'B', value: '1' }]));
+    const store = await open(t, 'json-file', { path });
+    const other = await open(t, 'json-file', { path }, 'json-file-other'); // another process writing the same file
+    const { rec } = await watching(t, store, false);
+    const step = async (what: string, write: () => Promise<unknown>) => {
+      const from = rec.events.length;
+      await write();
+      return sorted((await rec.nextChange(what, from)).notice);
+    };
+    const own = store as RevisionedStore;
+    assert.deepEqual(await step('a revisioned write', () => own.write('a', [{ key: 'A', value: '2' }])), ['a']);
+    assert.deepEqual(await step('a plain write of two sets', () => store.set([{ set: 'b', key: 'B', value: '2' }, { set: 'c', key: 'C', value: '1' }])), ['b', 'c']);
+    assert.deepEqual(await step('the last key of a set removed', () => own.write('c', [{ key: 'C', value: null }])), ['c']);
+    assert.deepEqual(await step('another process\'s write', () => other.set([{ set: 'd', key: 'D', value: '1' }])), ['d']);
+    // The store's copy is older than the file now: its next write reads the file first, and is reported alone.
+    assert.deepEqual(await step('an own write after another process\'s', () => own.write('a', [{ key: 'A', value: '3' }])), ['a']);
+    assert.deepEqual(await step('an own write', () => own.write('b', [{ key: 'B', value: '3' }])), ['b']);
+    const edited = [...(JSON.parse(readFileSync(path, 'utf8')) as unknown[]), { set: 'e', key: 'E', value: '1' }];
+    const save = async () => {
+      writeFileSync(`${path}.edit`, JSON.stringify(edited));
+      renameSync(`${path}.edit`, path);
+    };
+    assert.deepEqual(await step('an editor\'s save after it', save), ['e']);
   });
 
   test('a corrupt file gives error(), the repaired file change({})', async (t) => {
