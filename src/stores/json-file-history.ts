@@ -218,7 +218,8 @@ export class JsonFileHistory {
 
   /** Append the plan's line (fsynced), or compact when due; `cached` follows the file. */
   private async append(c: Cached, set: string, file: string, plan: WritePlan, stillLocked: () => Promise<void>): Promise<void> {
-    const compact = c.identity === 'missing' || c.log.epoch === undefined || c.log.lines >= Math.max(this.compactLines, c.log.records());
+    // A new file (or an empty one: no base yet), the earlier format, or lines outnumbering what they hold: compact.
+    const compact = c.offset === 0 || c.log.epoch === undefined || c.log.lines >= Math.max(this.compactLines, c.log.records());
     const epoch = compact ? newEpoch() : c.log.epoch!;
     const line: WriteLine = { epoch, set, revision: plan.revision, file, prune: [plan.pruneThrough, plan.pruneBefore ?? null], records: plan.records };
     const lineText = `${JSON.stringify(line)}\n`;

@@ -94,6 +94,18 @@ describe('json-file history log', () => {
     assert.deepEqual(await seenAfresh(path, 'prod'), { revision: 3, changedOutside: false, history: [...expected, [3, true, 'A=3']] });
   });
 
+  test('an empty history file (made by hand) is an empty history; the first write gives it its base', async () => {
+    const path = file();
+    writeFileSync(path, JSON.stringify([{ set: 'prod', key: 'A', value: '1' }]));
+    writeFileSync(sidecar(path), '');
+    assert.deepEqual(await seenAfresh(path, 'prod'), { revision: 0, changedOutside: true, history: [] });
+    const s = await open(path);
+    assert.equal((await s.write('prod', [{ key: 'A', value: '2' }])).revision, 2);
+    await s.close();
+    assert.equal(JSON.parse(lines(path)[0]!).format, 'cfgu-history/2');
+    assert.deepEqual(await seenAfresh(path, 'prod'), { revision: 2, changedOutside: false, history: [[1, false, 'A=1'], [2, true, 'A=2']] });
+  });
+
   test('a damaged line before the last is refused: reads and writes fail, the file is left as it is', async () => {
     const path = file();
     const s = await open(path);
