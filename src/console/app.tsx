@@ -8,7 +8,7 @@ import { followChanges } from './changes.js';
 import { ProblemView, Loading, problemOf } from './components.js';
 import { ConsoleContext, type Changes, type ConsoleState } from './context.js';
 import { keepToken, storedToken } from './credential.js';
-import { navigate, useRoute, type View } from './route.js';
+import { formatRoute, navigate, useRoute, type View } from './route.js';
 import { SignIn } from './sign-in.js';
 import { SetTree } from './views/tree.js';
 import { SchemaView } from './views/schema.js';
@@ -160,7 +160,7 @@ function Header({ stores: storeList, store, schemas, schema, views, changes, ses
     </label>
     <nav aria-label="Views">
       {views.map((v) => (
-        <a key={v} href={`?view=${v}`} aria-current={route.view === v ? 'page' : undefined} onClick={(e) => (e.preventDefault(), navigate({ view: v }))}>
+        <a key={v} href={formatRoute({ ...route, store: store.name, ...(schema !== undefined ? { schema } : {}), view: v, params: {} })} aria-current={route.view === v ? 'page' : undefined} onClick={(e) => (e.preventDefault(), navigate({ view: v }))}>
           {VIEW_NAMES[v]}
         </a>
       ))}

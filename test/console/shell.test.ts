@@ -131,6 +131,9 @@ test('the place is in the URL: a reload restores it (view, set, filter), back an
   await page.locator('h1', { hasText: 'at prod' }).waitFor();
   await page.locator('[data-path="prod/eu"]').click();
   await page.locator('h1', { hasText: 'prod/eu' }).waitFor();
+  // A view's link is the whole place (a new tab opened from it lands at the same store, schema and set).
+  const link = new URL((await page.getByRole('link', { name: 'Matrix' }).getAttribute('href'))!, page.url());
+  assert.deepEqual([link.searchParams.get('view'), link.searchParams.get('store'), link.searchParams.get('set')], ['matrix', 'main', 'prod/eu']);
   await page.getByRole('link', { name: 'Matrix' }).click();
   await page.getByRole('grid').waitFor();
   await page.getByRole('checkbox', { name: 'Only problems' }).check();
