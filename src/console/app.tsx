@@ -2,7 +2,7 @@
  * The console's frame: sign-in, then the header (store, schema, the views, who is signed in, whether updates are
  * live), the set tree on the left and the current view. Everything a view needs comes through ConsoleContext.
  */
-import { useEffect, useMemo, useRef, useState } from 'preact/hooks';
+import { useEffect, useState } from 'preact/hooks';
 import { Api, ApiError, type Problem, type SchemaSummary, type Session, type StoreInfo } from './api.js';
 import { followChanges } from './changes.js';
 import { ProblemView, Loading, problemOf } from './components.js';
@@ -66,7 +66,6 @@ function SignedIn({ api, session, signOut }: { api: Api; session: Session; signO
   const [schemas, setSchemas] = useState<SchemaSummary[]>([]);
   const [changes, setChanges] = useState<Changes>({ seq: 0, state: 'connecting' });
   const [message, setMessage] = useState('');
-  const status = useRef<HTMLParagraphElement>(null);
 
   useEffect(() => {
     api.stores().then((r) => setStores(r.stores), (e) => setStores(problemOf(e)));
@@ -87,17 +86,15 @@ function SignedIn({ api, session, signOut }: { api: Api; session: Session; signO
     });
   }, [api, store?.name]);
 
-  const state: ConsoleState | undefined = useMemo(
-    () => (store ? { api, session, stores: storeList, store, route, navigate, changes, announce: setMessage } : undefined),
-    [api, session, stores, store, route.view, route.store, route.set, route.schema, JSON.stringify(route.params), changes],
-  );
   if (stores === undefined) return <Loading what="the stores" />;
   if (!Array.isArray(stores)) return <ProblemView problem={stores} title="The stores could not be listed" />;
-  if (!store || !state) return <p>Your credential may read no store of this server.</p>;
+  if (!store) return <p>Your credential may read no store of this server.</p>;
   const schema = route.schema ?? schemas[0]?.name;
+  // The route with the schema the header shows (the first one the credential may use when the address names none).
+  const state: ConsoleState = { api, session, stores: storeList, store, route: { ...route, ...(schema !== undefined ? { schema } : {}) }, navigate, changes, announce: setMessage };
   const views = (['schema', 'matrix', 'edit', 'history'] as View[]).filter((v) => (v === 'edit' ? store.write : v === 'history' ? store.history : true));
   return (
-    <ConsoleContext.Provider value={{ ...state, route: { ...route, ...(schema !== undefined ? { schema } : {}) } }}>
+    <ConsoleContext.Provider value={state}>
       <a class="skip" href="#main">
         Skip to the content
       </a>
@@ -113,7 +110,7 @@ function SignedIn({ api, session, signOut }: { api: Api; session: Session; signO
           {route.view === 'history' && <HistoryView />}
         </main>
       </div>
-      <p class="status" role="status" aria-live="polite" ref={status}>
+      <p class="status" role="status" aria-live="polite">
         {message}
       </p>
     </ConsoleContext.Provider>
