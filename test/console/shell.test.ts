@@ -51,6 +51,8 @@ test('sign-in: a refused token in the 401 problem\'s words, then a good one; sig
   const w = await open(new URL(fx.url).origin);
   const { page } = w;
   await page.goto(fx.url);
+  // The page asks GET /session first (a line says it is loading); the form comes once that answers 401.
+  await page.getByLabel('Token or JWT').waitFor();
   assert.equal(await page.getByRole('heading', { name: 'cfgu console' }).count(), 1);
   await submitToken(page, bad);
   const alert = page.getByRole('alert');
